@@ -1,0 +1,1 @@
+//! The only place that renders tables, YAML and JSON for the CLI.

@@ -1,0 +1,1 @@
+//! Diagnose (being written).

@@ -1,0 +1,78 @@
+//! One error type for the library. Variants name the operation that failed,
+//! so a log line or a CLI message says what was being done, to which object.
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid input: {0}")]
+    Invalid(String),
+
+    #[error("cannot {op} {kind} {namespace}/{name}: {source}", source = describe_kube(.source))]
+    Api {
+        /// The verb-phrase of the failed operation: "apply", "delete", "patch status of".
+        op: &'static str,
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("the Runner CRD ({}) is not installed; run `kubectl runner install`", crate::api::CRD_NAME)]
+    CrdMissing,
+
+    #[error("cannot load kubeconfig: {0}")]
+    Kubeconfig(String),
+
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// Short label for metrics: `errors_total{reason=...}`.
+    pub fn metric_label(&self) -> String {
+        match self {
+            Error::Invalid(_) => "invalid".into(),
+            Error::Api { op, kind, source, .. } => {
+                let code = match source {
+                    kube::Error::Api(s) if s.reason.is_empty() => s.code.to_string(),
+                    kube::Error::Api(s) => s.reason.to_lowercase(),
+                    _ => "transport".into(),
+                };
+                format!("{}_{}_{code}", op.replace(' ', "_"), kind.to_lowercase())
+            }
+            Error::CrdMissing => "crd_missing".into(),
+            Error::Kubeconfig(_) => "kubeconfig".into(),
+            Error::Other(_) => "other".into(),
+        }
+    }
+
+    /// Builds an [`Error::Api`] for `op` on the named object.
+    pub fn api(op: &'static str, kind: &'static str, ns: &str, name: &str, source: kube::Error) -> Self {
+        Error::Api { op, kind, namespace: ns.to_string(), name: name.to_string(), source }
+    }
+
+    /// True when the apiserver said 409 Conflict (stale resourceVersion).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.is_conflict())
+    }
+}
+
+/// One readable line for an API error: RBAC "forbidden" keeps the apiserver's
+/// message, which already names the user, the verb and the resource.
+pub fn describe_kube(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.is_forbidden() => {
+            format!("{} (check the ServiceAccount's RBAC: `kubectl runner diagnose`)", s.message)
+        }
+        kube::Error::Api(s) => format!("{} ({}, HTTP {})", s.message, s.reason, s.code),
+        other => other.to_string(),
+    }
+}
+
+/// True when `e` is an apiserver 404.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
+}

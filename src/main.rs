@@ -1,0 +1,62 @@
+//! Thin entry point: parse, set up logging, run, map to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kubectl_runner::cli::{self, Cli, exit};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+    };
+    init_tracing(cli.globals.verbose, &cli.command);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    match rt.block_on(cli::run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(kubectl_runner::error::Error::Invalid(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(exit::USAGE)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            ExitCode::from(exit::FAILURE)
+        }
+    }
+}
+
+/// Logs go to stderr; `-v` raises the level; `RUST_LOG` overrides. The
+/// manager logs at info by default, the CLI only warns unless asked.
+fn init_tracing(verbose: u8, command: &cli::Command) {
+    use tracing_subscriber::EnvFilter;
+    let default = match (verbose, command) {
+        (0, cli::Command::RunManager(_)) => "info",
+        (0, _) => "warn",
+        (1, _) => "info",
+        (2, _) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let json = matches!(command, cli::Command::RunManager(a) if a.log_format_json());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

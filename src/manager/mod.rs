@@ -1,0 +1,1 @@
+//! Reconcile manager (being written).

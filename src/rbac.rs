@@ -1,0 +1,172 @@
+//! The permissions the manager needs, as data. One list drives three things:
+//! the ClusterRole / Role in `manifests/`, the manager's startup self-check,
+//! and `diagnose`'s SubjectAccessReviews. Adding a watch or a write in the
+//! manager without adding it here makes the drift test and the startup check
+//! fail, which is the seeds' "manager Ready but no children" bug, caught early.
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+/// Where a permission is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// In every namespace the manager watches (ClusterRole, or a Role per
+    /// namespace in the namespace-scoped install).
+    Watched,
+    /// Only in the manager's own namespace (leader-election Lease).
+    ManagerNamespace,
+}
+
+/// One rule: these verbs on this resource, and why the manager needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permission {
+    /// API group; "" is the core group.
+    pub group: &'static str,
+    /// Plural resource, with "/subresource" where one is meant.
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+    pub scope: Scope,
+    /// What breaks without it, in one line (shown by `diagnose`).
+    pub why: &'static str,
+}
+
+impl Permission {
+    /// `deployments.apps`, `services`, `runners.lab.cloudlab.training/status`:
+    /// the spelling `kubectl auth can-i` accepts.
+    pub fn resource_ref(&self) -> String {
+        let (res, sub) = match self.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (self.resource, None),
+        };
+        let mut s = if self.group.is_empty() { res.to_string() } else { format!("{res}.{}", self.group) };
+        if let Some(sub) = sub {
+            s = format!("{s}/{sub}");
+        }
+        s
+    }
+
+    /// (resource, subresource) as a SubjectAccessReview spells them.
+    pub fn split_resource(&self) -> (&'static str, Option<&'static str>) {
+        match self.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (self.resource, None),
+        }
+    }
+}
+
+/// Every permission the manager uses. Keep in step with `manager::*`.
+pub const PERMISSIONS: &[Permission] = &[
+    Permission {
+        group: crate::api::GROUP,
+        resource: "runners",
+        verbs: &["get", "list", "watch", "patch", "update"],
+        scope: Scope::Watched,
+        why: "read Runners and add or remove the cleanup finalizer",
+    },
+    Permission {
+        group: crate::api::GROUP,
+        resource: "runners/status",
+        verbs: &["get", "patch", "update"],
+        scope: Scope::Watched,
+        why: "report status (replicas, phase, conditions)",
+    },
+    Permission {
+        group: crate::api::GROUP,
+        resource: "runners/finalizers",
+        verbs: &["update"],
+        scope: Scope::Watched,
+        why: "set blockOwnerDeletion on children where OwnerReferencesPermissionEnforcement is on",
+    },
+    Permission {
+        group: "apps",
+        resource: "deployments",
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        scope: Scope::Watched,
+        why: "create, repair and delete the Runner's Deployment",
+    },
+    Permission {
+        group: "",
+        resource: "services",
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        scope: Scope::Watched,
+        why: "create, repair and delete the Runner's Service",
+    },
+    Permission {
+        group: "networking.k8s.io",
+        resource: "ingresses",
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        scope: Scope::Watched,
+        why: "create, repair and delete the Runner's Ingress when spec.host is set",
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        verbs: &["get", "list", "watch"],
+        scope: Scope::Watched,
+        why: "explain a not-ready Runner with its Pods' waiting reasons",
+    },
+    Permission {
+        group: "events.k8s.io",
+        resource: "events",
+        verbs: &["create", "patch"],
+        scope: Scope::Watched,
+        why: "record AdoptionRefused and deletion Events on Runners",
+    },
+    Permission {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "update"],
+        scope: Scope::ManagerNamespace,
+        why: "leader election, so two managers never reconcile at once",
+    },
+];
+
+/// Permissions needed in the given scope.
+pub fn permissions(scope: Scope) -> impl Iterator<Item = &'static Permission> {
+    PERMISSIONS.iter().filter(move |p| p.scope == scope)
+}
+
+/// PolicyRules for one scope, one rule per permission (no wildcards).
+pub fn policy_rules(scope: Scope) -> Vec<PolicyRule> {
+    permissions(scope)
+        .map(|p| PolicyRule {
+            api_groups: Some(vec![p.group.to_string()]),
+            resources: Some(vec![p.resource.to_string()]),
+            verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_rule_uses_a_wildcard_or_touches_secrets() {
+        for p in PERMISSIONS {
+            assert!(!p.group.contains('*') && !p.resource.contains('*'), "{p:?}");
+            assert!(!p.verbs.contains(&"*"), "{p:?}");
+            assert_ne!(p.resource, "secrets");
+        }
+    }
+
+    #[test]
+    fn resource_ref_reads_like_kubectl_auth_can_i() {
+        let dep = PERMISSIONS.iter().find(|p| p.resource == "deployments").unwrap();
+        assert_eq!(dep.resource_ref(), "deployments.apps");
+        let svc = PERMISSIONS.iter().find(|p| p.resource == "services").unwrap();
+        assert_eq!(svc.resource_ref(), "services");
+        let st = PERMISSIONS.iter().find(|p| p.resource == "runners/status").unwrap();
+        assert_eq!(st.resource_ref(), "runners.lab.cloudlab.training/status");
+    }
+
+    #[test]
+    fn the_manager_can_list_and_watch_every_child_kind() {
+        for res in ["deployments", "services", "ingresses", "runners"] {
+            let p = PERMISSIONS.iter().find(|p| p.resource == res).unwrap();
+            for v in ["list", "watch", "patch"] {
+                assert!(p.verbs.contains(&v), "{res} lacks {v}");
+            }
+        }
+    }
+}

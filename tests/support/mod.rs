@@ -1,0 +1,122 @@
+//! Shared fixtures for tests against the real local control plane
+//! (`tests/cluster/up.sh`, then `export KUBECONFIG=...`).
+//!
+//! Each test gets its own temporary, labelled namespace, deleted when the
+//! fixture drops, also when the test panics.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt};
+
+/// Label on every namespace a test creates, so a leftover one is easy to find.
+pub const TEST_LABEL: &str = "kubectl-runner.test";
+
+/// A client for the cluster in $KUBECONFIG. Fails loudly: these tests are
+/// meant to run, never to skip.
+pub async fn client() -> Client {
+    let config = kube::Config::infer().await.expect(
+        "no cluster: run `tests/cluster/up.sh` and export the KUBECONFIG it prints",
+    );
+    Client::try_from(config).expect("kube client")
+}
+
+/// Polls `check` every 200 ms until it returns Some, or panics after `timeout`
+/// naming what it waited for.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A temporary namespace, deleted on drop.
+pub struct TestNs {
+    pub name: String,
+    pub client: Client,
+}
+
+impl TestNs {
+    /// Creates `rt-<prefix>-<random>` and waits for its `default`
+    /// ServiceAccount (Pods are refused until it exists).
+    pub async fn new(prefix: &str) -> TestNs {
+        let client = client().await;
+        let name = format!("rt-{prefix}-{:06x}", rand::random::<u32>() & 0xffffff);
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": { TEST_LABEL: "true" } }
+        }))
+        .unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create test namespace");
+        let sa: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        wait_for("the default ServiceAccount", Duration::from_secs(30), || {
+            let sa = sa.clone();
+            async move { sa.get_opt("default").await.ok().flatten() }
+        })
+        .await;
+        TestNs { name, client }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop cannot be async; a fresh runtime on its own thread works from
+        // inside or outside the test's runtime, and on panic too.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let client = client().await;
+                let _ = Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await;
+            });
+        })
+        .join();
+    }
+}
+
+/// Installs (server-side apply) the Runner CRD generated from the code and
+/// waits until it is Established. Safe to call from many tests at once.
+pub async fn ensure_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = kubectl_runner::api::Runner::crd();
+    crds.patch(
+        kubectl_runner::api::CRD_NAME,
+        &PatchParams::apply("kubectl-runner-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("apply the Runner CRD");
+    wait_for("the Runner CRD to be Established", Duration::from_secs(30), || {
+        let crds = crds.clone();
+        async move {
+            let crd = crds.get(kubectl_runner::api::CRD_NAME).await.ok()?;
+            let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        }
+    })
+    .await;
+}
