@@ -1,1 +1,312 @@
-//! Generated manifests (being written).
+//! Everything `install` applies and `manifests/` holds, generated from code:
+//! the CRD from [`crate::api`], the RBAC from [`crate::rbac::PERMISSIONS`], and
+//! the in-cluster manager. Nothing here is hand-edited YAML; a test fails when
+//! the files in `manifests/` drift from what these functions return.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::api::Runner;
+use crate::rbac::{Scope, policy_rules};
+
+/// Label on everything `install` creates; `uninstall` removes only objects
+/// that carry it, so it never deletes a CRD someone else installed.
+pub const INSTALLED_BY_LABEL: &str = "lab.cloudlab.training/installed-by";
+pub const INSTALLED_BY_VALUE: &str = "kubectl-runner";
+/// Where the in-cluster manager lives.
+pub const MANAGER_NAMESPACE: &str = "runner-system";
+/// Name of the manager's ServiceAccount and Deployment.
+pub const MANAGER_NAME: &str = "runner-controller-manager";
+/// ClusterRole / Role holding [`crate::rbac::PERMISSIONS`].
+pub const MANAGER_ROLE: &str = "runner-manager";
+/// Role for the leader-election Lease, in [`MANAGER_NAMESPACE`].
+pub const LEADER_ROLE: &str = "runner-leader-election";
+/// Name of the leader-election Lease.
+pub const LEADER_LEASE: &str = "runner-controller-manager-leader";
+/// Ports the manager serves on in the cluster.
+pub const METRICS_PORT: i32 = 8080;
+pub const HEALTH_PORT: i32 = 8081;
+
+/// Which RBAC shape to generate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RbacScope {
+    /// A ClusterRole: the manager watches every namespace.
+    Cluster,
+    /// A Role in each namespace: the manager runs with `--namespace`.
+    Namespaces(Vec<String>),
+}
+
+/// One object to apply, with the API resource to apply it through.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    pub object: DynamicObject,
+}
+
+impl Manifest {
+    fn new(api_version: &str, kind: &str, plural: &str, namespaced: bool, mut value: Value) -> Manifest {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        value["apiVersion"] = json!(api_version);
+        value["kind"] = json!(kind);
+        value["metadata"]["labels"][INSTALLED_BY_LABEL] = json!(INSTALLED_BY_VALUE);
+        let object = serde_json::from_value(value).expect("generated manifests are valid objects");
+        Manifest { resource, namespaced, object }
+    }
+
+    /// `Kind/name` or `Kind namespace/name`, for progress lines.
+    pub fn describe(&self) -> String {
+        let name = self.object.metadata.name.as_deref().unwrap_or("");
+        match &self.object.metadata.namespace {
+            Some(ns) => format!("{} {ns}/{name}", self.resource.kind),
+            None => format!("{}/{name}", self.resource.kind),
+        }
+    }
+}
+
+/// The Runner CRD, labelled as installed by this tool.
+pub fn crd() -> CustomResourceDefinition {
+    let mut crd = Runner::crd();
+    crd.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(INSTALLED_BY_LABEL.into(), INSTALLED_BY_VALUE.into());
+    crd
+}
+
+/// The CRD as a [`Manifest`].
+pub fn crd_manifest() -> Manifest {
+    let value = serde_json::to_value(crd()).expect("CRD serializes");
+    Manifest::new(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+        value,
+    )
+}
+
+/// Namespace, ServiceAccount, the manager's (Cluster)Role(s) and bindings,
+/// and the leader-election Role, in apply order.
+pub fn rbac(scope: &RbacScope) -> Vec<Manifest> {
+    let sa_subject =
+        json!([{ "kind": "ServiceAccount", "name": MANAGER_NAME, "namespace": MANAGER_NAMESPACE }]);
+    let mut out = vec![
+        Manifest::new(
+            "v1",
+            "Namespace",
+            "namespaces",
+            false,
+            json!({ "metadata": { "name": MANAGER_NAMESPACE } }),
+        ),
+        Manifest::new(
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            json!({ "metadata": { "name": MANAGER_NAME, "namespace": MANAGER_NAMESPACE } }),
+        ),
+    ];
+    let watched = serde_json::to_value(policy_rules(Scope::Watched)).expect("rules serialize");
+    match scope {
+        RbacScope::Cluster => {
+            out.push(Manifest::new(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                "clusterroles",
+                false,
+                json!({ "metadata": { "name": MANAGER_ROLE }, "rules": watched }),
+            ));
+            out.push(Manifest::new(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                false,
+                json!({
+                    "metadata": { "name": MANAGER_ROLE },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MANAGER_ROLE },
+                    "subjects": sa_subject,
+                }),
+            ));
+        }
+        RbacScope::Namespaces(namespaces) => {
+            for ns in namespaces {
+                out.push(role(ns, MANAGER_ROLE, &watched));
+                out.push(role_binding(ns, MANAGER_ROLE, &sa_subject));
+            }
+        }
+    }
+    let leader = serde_json::to_value(policy_rules(Scope::ManagerNamespace)).expect("rules serialize");
+    out.push(role(MANAGER_NAMESPACE, LEADER_ROLE, &leader));
+    out.push(role_binding(MANAGER_NAMESPACE, LEADER_ROLE, &sa_subject));
+    out
+}
+
+fn role(ns: &str, name: &str, rules: &Value) -> Manifest {
+    Manifest::new(
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        "roles",
+        true,
+        json!({ "metadata": { "name": name, "namespace": ns }, "rules": rules }),
+    )
+}
+
+fn role_binding(ns: &str, role: &str, subjects: &Value) -> Manifest {
+    Manifest::new(
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        json!({
+            "metadata": { "name": role, "namespace": ns },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
+            "subjects": subjects,
+        }),
+    )
+}
+
+/// The in-cluster manager Deployment: non-root, read-only root filesystem,
+/// no privilege escalation, bounded resources, leader election on.
+pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
+    let mut args = vec![
+        "run-manager".to_string(),
+        "--leader-elect".into(),
+        format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
+        format!("--health-addr=0.0.0.0:{HEALTH_PORT}"),
+        "--log-format=json".into(),
+    ];
+    if let RbacScope::Namespaces(namespaces) = scope {
+        args.extend(namespaces.iter().map(|ns| format!("--namespace={ns}")));
+    }
+    let labels = json!({ "app.kubernetes.io/name": "runner-controller-manager", "app.kubernetes.io/component": "manager" });
+    let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10 });
+    let deployment = json!({
+        "metadata": { "name": MANAGER_NAME, "namespace": MANAGER_NAMESPACE, "labels": labels },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": labels },
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "serviceAccountName": MANAGER_NAME,
+                    "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [{
+                        "name": "manager",
+                        "image": image,
+                        "args": args,
+                        "env": [
+                            { "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } },
+                            { "name": "POD_NAMESPACE", "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } } },
+                        ],
+                        "ports": [
+                            { "name": "metrics", "containerPort": METRICS_PORT },
+                            { "name": "health", "containerPort": HEALTH_PORT },
+                        ],
+                        "livenessProbe": probe("/healthz"),
+                        "readinessProbe": probe("/readyz"),
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "capabilities": { "drop": ["ALL"] },
+                        },
+                        "resources": {
+                            "requests": { "cpu": "10m", "memory": "32Mi" },
+                            "limits": { "cpu": "500m", "memory": "128Mi" },
+                        },
+                    }],
+                },
+            },
+        },
+    });
+    vec![Manifest::new("apps/v1", "Deployment", "deployments", true, deployment)]
+}
+
+/// CRD, RBAC and (with an image) the manager, in apply order.
+pub fn all(image: Option<&str>, scope: &RbacScope) -> Vec<Manifest> {
+    let mut out = vec![crd_manifest()];
+    out.extend(rbac(scope));
+    if let Some(image) = image {
+        out.extend(manager(image, scope));
+    }
+    out
+}
+
+/// Multi-document YAML, one document per object.
+pub fn to_yaml(manifests: &[Manifest]) -> String {
+    let mut out = String::new();
+    for m in manifests {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&m.object).expect("objects serialize to YAML"));
+    }
+    out
+}
+
+/// Image the committed `manifests/manager.yaml` refers to.
+pub const DEFAULT_MANAGER_IMAGE: &str = "kubectl-runner:dev";
+
+/// The files under `manifests/`, by name, exactly as they should be on disk.
+pub fn files() -> Vec<(&'static str, String)> {
+    let cluster = RbacScope::Cluster;
+    vec![
+        ("crd.yaml", to_yaml(&[crd_manifest()])),
+        ("rbac.yaml", to_yaml(&rbac(&cluster))),
+        ("manager.yaml", to_yaml(&manager(DEFAULT_MANAGER_IMAGE, &cluster))),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn everything_generated_carries_the_installed_by_label() {
+        for m in all(Some("img"), &RbacScope::Namespaces(vec!["a".into()])) {
+            let labels = m.object.metadata.labels.clone().unwrap_or_default();
+            assert_eq!(
+                labels.get(INSTALLED_BY_LABEL).map(String::as_str),
+                Some(INSTALLED_BY_VALUE),
+                "{}",
+                m.describe()
+            );
+        }
+    }
+
+    #[test]
+    fn namespace_scoped_rbac_has_a_role_per_namespace_and_no_cluster_role() {
+        let ms = rbac(&RbacScope::Namespaces(vec!["a".into(), "b".into()]));
+        let kinds: Vec<String> = ms.iter().map(|m| m.describe()).collect();
+        assert!(kinds.contains(&"Role a/runner-manager".to_string()), "{kinds:?}");
+        assert!(kinds.contains(&"RoleBinding b/runner-manager".to_string()), "{kinds:?}");
+        assert!(!kinds.iter().any(|k| k.starts_with("ClusterRole")), "{kinds:?}");
+    }
+
+    #[test]
+    fn the_cluster_role_lists_every_watched_permission() {
+        let ms = rbac(&RbacScope::Cluster);
+        let cr = ms.iter().find(|m| m.resource.kind == "ClusterRole").unwrap();
+        let rules = cr.object.data["rules"].as_array().unwrap();
+        assert_eq!(rules.len(), crate::rbac::permissions(Scope::Watched).count());
+        assert!(
+            rules
+                .iter()
+                .any(|r| r["resources"][0] == "deployments" && r["verbs"].to_string().contains("list"))
+        );
+    }
+
+    #[test]
+    fn the_manager_runs_non_root_read_only_with_limits() {
+        let d = &manager("img", &RbacScope::Cluster)[0].object.data;
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"], true);
+        assert!(c["resources"]["limits"]["memory"].is_string());
+        assert!(c["args"].to_string().contains("--leader-elect"));
+    }
+}
