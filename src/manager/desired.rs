@@ -120,10 +120,12 @@ pub fn ingress(runner: &Runner) -> Option<Ingress> {
 pub fn is_subset(desired: &serde_json::Value, live: &serde_json::Value) -> bool {
     use serde_json::Value;
     match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => {
-            d.iter().all(|(k, dv)| l.get(k).is_some_and(|lv| is_subset(dv, lv)) || (dv.is_null() && !l.contains_key(k)))
+        (Value::Object(d), Value::Object(l)) => d.iter().all(|(k, dv)| {
+            l.get(k).is_some_and(|lv| is_subset(dv, lv)) || (dv.is_null() && !l.contains_key(k))
+        }),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b))
         }
-        (Value::Array(d), Value::Array(l)) => d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b)),
         (d, l) => d == l,
     }
 }

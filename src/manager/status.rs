@@ -28,8 +28,13 @@ pub struct Observed<'a> {
 }
 
 /// Pod waiting reasons that will not fix themselves; they make the phase Failed.
-const FAILING_REASONS: &[&str] =
-    &["ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "InvalidImageName", "CreateContainerConfigError"];
+const FAILING_REASONS: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CrashLoopBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+];
 
 /// Computes the status. `old` supplies lastTransitionTime of conditions whose
 /// status did not change, so an unchanged pass yields an equal status.
@@ -38,7 +43,8 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     let generation = runner.metadata.generation;
     let dep_status = seen.deployment.and_then(|d| d.status.clone()).unwrap_or_default();
     let caught_up = seen.deployment.is_some_and(|d| {
-        d.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
+        d.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0)
+            >= d.metadata.generation.unwrap_or(0)
     });
     let (ready_n, updated, available, total) = (
         dep_status.ready_replicas.unwrap_or(0),
@@ -51,7 +57,10 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
         .conditions
         .unwrap_or_default()
         .iter()
-        .find(|c| c.type_.as_deref() == Some("Progressing") && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+        .find(|c| {
+            c.type_.as_deref() == Some("Progressing")
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+        })
         .map(|c| c.message.clone().unwrap_or_default());
     let pod_problem = if ready { None } else { first_pod_problem(&seen.pods) };
     let deployment_refused = seen.refused.iter().find(|r| r.starts_with("Deployment"));
@@ -59,7 +68,11 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     let (phase, reason, message) = if runner.metadata.deletion_timestamp.is_some() {
         (Phase::Terminating, "Terminating".to_string(), "deleting children".to_string())
     } else if let Some(r) = deployment_refused {
-        (Phase::Failed, condition::REASON_ADOPTION_REFUSED.into(), format!("{r} exists and is not controlled by this Runner"))
+        (
+            Phase::Failed,
+            condition::REASON_ADOPTION_REFUSED.into(),
+            format!("{r} exists and is not controlled by this Runner"),
+        )
     } else if seen.deployment.is_none() {
         (Phase::Pending, "DeploymentMissing".into(), "waiting for the Deployment to be created".into())
     } else if let Some(msg) = deadline_exceeded {
@@ -67,19 +80,31 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     } else if ready {
         (Phase::Available, "Available".into(), format!("{ready_n}/{desired} replicas ready"))
     } else if let Some((reason, msg)) = pod_problem {
-        let phase = if FAILING_REASONS.contains(&reason.as_str()) { Phase::Failed } else { Phase::Progressing };
+        let phase =
+            if FAILING_REASONS.contains(&reason.as_str()) { Phase::Failed } else { Phase::Progressing };
         let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
         (phase, reason, text)
     } else if !caught_up || updated < desired {
-        (Phase::Progressing, "RollingOut".into(), format!("{updated}/{desired} replicas updated, {ready_n} ready"))
+        (
+            Phase::Progressing,
+            "RollingOut".into(),
+            format!("{updated}/{desired} replicas updated, {ready_n} ready"),
+        )
     } else {
         (Phase::Progressing, "Progressing".into(), format!("{ready_n}/{desired} replicas ready"))
     };
 
     let old = runner.status.clone().unwrap_or_default();
-    let ready_cond = make_condition(condition::READY, ready && phase == Phase::Available, &reason, &message, generation);
+    let ready_cond =
+        make_condition(condition::READY, ready && phase == Phase::Available, &reason, &message, generation);
     let owned_cond = if seen.refused.is_empty() {
-        make_condition(condition::CHILDREN_OWNED, true, "Owned", "all children are controlled by this Runner", generation)
+        make_condition(
+            condition::CHILDREN_OWNED,
+            true,
+            "Owned",
+            "all children are controlled by this Runner",
+            generation,
+        )
     } else {
         let msg = format!("{} not controlled by this Runner; left untouched", seen.refused.join(", "));
         make_condition(condition::CHILDREN_OWNED, false, condition::REASON_ADOPTION_REFUSED, &msg, generation)
@@ -150,8 +175,10 @@ pub fn first_pod_problem(pods: &[&Pod]) -> Option<(String, String)> {
         });
         waiting.or_else(|| {
             status.conditions.iter().flatten().find_map(|c| {
-                (c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
-                    .then(|| ("Unschedulable".to_string(), c.message.clone().unwrap_or_default()))
+                (c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable"))
+                .then(|| ("Unschedulable".to_string(), c.message.clone().unwrap_or_default()))
             })
         })
     })
@@ -164,7 +191,8 @@ mod tests {
     use serde_json::json;
 
     fn runner(generation: i64) -> Runner {
-        let mut r = Runner::new("web", RunnerSpec { image: "nginx".into(), replicas: 2, port: 80, host: None });
+        let mut r =
+            Runner::new("web", RunnerSpec { image: "nginx".into(), replicas: 2, port: 80, host: None });
         r.metadata.namespace = Some("team".into());
         r.metadata.uid = Some("u1".into());
         r.metadata.generation = Some(generation);
@@ -226,7 +254,10 @@ mod tests {
     #[test]
     fn image_pull_backoff_fails_the_runner_with_the_pods_reason() {
         let d = deployment(1, 1, 2, 0, 2);
-        let (a, b) = (pod("web-b", "ImagePullBackOff", "Back-off pulling image"), pod("web-c", "CrashLoopBackOff", ""));
+        let (a, b) = (
+            pod("web-b", "ImagePullBackOff", "Back-off pulling image"),
+            pod("web-c", "CrashLoopBackOff", ""),
+        );
         let seen = Observed { deployment: Some(&d), pods: vec![&b, &a], ..Default::default() };
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
@@ -238,7 +269,11 @@ mod tests {
     fn container_creating_is_progress_not_failure() {
         let d = deployment(1, 1, 2, 0, 2);
         let p = pod("web-a", "ContainerCreating", "");
-        let s = compute(&runner(1), &Observed { deployment: Some(&d), pods: vec![&p], ..Default::default() }, &now());
+        let s = compute(
+            &runner(1),
+            &Observed { deployment: Some(&d), pods: vec![&p], ..Default::default() },
+            &now(),
+        );
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(s.message.as_deref(), Some("0/2 replicas ready"));
     }
@@ -249,7 +284,10 @@ mod tests {
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
         let owned = s.conditions.iter().find(|c| c.type_ == condition::CHILDREN_OWNED).unwrap();
-        assert_eq!((owned.status.as_str(), owned.reason.as_str()), ("False", condition::REASON_ADOPTION_REFUSED));
+        assert_eq!(
+            (owned.status.as_str(), owned.reason.as_str()),
+            ("False", condition::REASON_ADOPTION_REFUSED)
+        );
     }
 
     #[test]
