@@ -6,6 +6,10 @@ use clap::Parser;
 use kubectl_runner::cli::{self, Cli, exit};
 
 fn main() -> ExitCode {
+    // kubectl's plugin completion protocol; its words are not our flags.
+    if std::env::args().nth(1).as_deref() == Some("__complete") {
+        return cli::completion::main_complete(std::env::args().skip(2).collect());
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
