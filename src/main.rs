@@ -34,6 +34,11 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e}");
+            // An API error's message already holds the apiserver's reason in
+            // one line; its source chain would repeat it as a debug dump.
+            if matches!(e, kubectl_runner::error::Error::Api { .. }) {
+                return ExitCode::from(exit::FAILURE);
+            }
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
                 eprintln!("  caused by: {s}");

@@ -118,7 +118,7 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
     let uri = format!("{}&fieldValidation=Strict", req.uri());
     *req.uri_mut() = uri.parse().map_err(|e| Error::Other(format!("cannot build request URI: {e}")))?;
     ctx.client.request::<Runner>(req).await.map_err(|e| match e {
-        e if crate::error::is_not_found(&e) && super::get::crd_missing_message(&e) => Error::CrdMissing,
+        e if super::get::crd_missing_message(&e) => Error::CrdMissing,
         e => api_err(e),
     })
 }

@@ -62,7 +62,7 @@ pub async fn delete(ctx: &Ctx, ns: &str, names: &[String]) -> Result<Vec<Deleted
     for name in names {
         let uid = match api.get(name).await {
             Ok(r) => r.uid(),
-            Err(e) if is_not_found(&e) && super::get::crd_missing_message(&e) => {
+            Err(e) if super::get::crd_missing_message(&e) => {
                 return Err(Error::CrdMissing);
             }
             Err(e) if is_not_found(&e) => {

@@ -62,7 +62,7 @@ pub async fn list(ctx: &Ctx, ns: Option<&str>, selector: Option<&str>) -> Result
 /// Reads one Runner.
 pub async fn get_one(ctx: &Ctx, ns: &str, name: &str) -> Result<Runner> {
     runners_api(ctx, Some(ns)).get(name).await.map_err(|e| match e {
-        e if is_not_found(&e) && crd_missing_message(&e) => Error::CrdMissing,
+        e if crd_missing_message(&e) => Error::CrdMissing,
         e => Error::api("get", "Runner", ns, name, e),
     })
 }
@@ -83,14 +83,20 @@ pub(crate) fn runners_api(ctx: &Ctx, ns: Option<&str>) -> Api<Runner> {
     }
 }
 
-/// A 404 whose message is the generic "the server could not find the
-/// requested resource" means the resource type, not an object, is missing.
+/// A 404 without a Status body ("404 page not found") or with the generic
+/// "the server could not find the requested resource" means the resource
+/// type, not an object, is missing: the CRD is not installed.
 pub(crate) fn crd_missing_message(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.message.contains("could not find the requested resource"))
+    matches!(e, kube::Error::Api(s) if s.code == 404
+        && (s.message.contains("page not found") || s.message.contains("could not find the requested resource")))
 }
 
 pub(crate) fn list_error(e: kube::Error, ns: Option<&str>) -> Error {
-    if is_not_found(&e) { Error::CrdMissing } else { Error::api("list", "Runner", ns.unwrap_or("*"), "", e) }
+    if crd_missing_message(&e) {
+        Error::CrdMissing
+    } else {
+        Error::api("list", "Runner", ns.unwrap_or("*"), "", e)
+    }
 }
 
 pub async fn run(g: &Globals, a: GetArgs) -> Result<u8> {

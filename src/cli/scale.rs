@@ -56,7 +56,7 @@ pub async fn scale(ctx: &Ctx, ns: &str, name: &str, replicas: i32) -> Result<Sca
         PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }.validation_strict();
     let patch = serde_json::json!({ "spec": { "replicas": replicas } });
     api.patch_scale(name, &pp, &Patch::Merge(&patch)).await.map_err(|e| match e {
-        e if crate::error::is_not_found(&e) && super::get::crd_missing_message(&e) => Error::CrdMissing,
+        e if super::get::crd_missing_message(&e) => Error::CrdMissing,
         e => Error::api("scale", "Runner", ns, name, e),
     })
 }

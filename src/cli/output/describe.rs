@@ -31,7 +31,8 @@ pub fn describe(d: &Description, now: Timestamp) -> String {
     if let Some(t) = &r.metadata.deletion_timestamp {
         kv(&mut o, 0, "Deleting since", format!("{} ({} ago)", t.0, age_of(Some(&t.0), now)));
     }
-    kv(&mut o, 0, "Finalizers", r.metadata.finalizers.clone().unwrap_or_default().join(", "));
+    let finalizers = r.metadata.finalizers.clone().unwrap_or_default().join(", ");
+    kv(&mut o, 0, "Finalizers", if finalizers.is_empty() { none() } else { finalizers });
     o.push_str("Spec:\n");
     kv(&mut o, 2, "Image", r.spec.image.clone());
     kv(&mut o, 2, "Replicas", r.spec.replicas.to_string());
