@@ -99,14 +99,33 @@ pub async fn install(
     let mut pp = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
     pp.dry_run = server_dry_run;
     let mut done = Vec::new();
+    // A dry run creates no Namespace, so objects in one it would create
+    // cannot be checked yet; they are listed as skipped, not failed.
+    let planned_ns: Vec<String> =
+        items.iter().filter(|m| m.resource.kind == "Namespace").map(|m| m.object.name_any()).collect();
     for m in items {
         let name = m.object.name_any();
         let ns = m.object.namespace();
         let api = dynamic_api(ctx, &m.resource, ns.as_deref().filter(|_| m.namespaced));
-        api.patch(&name, &pp, &Patch::Apply(&m.object)).await.map_err(|e| {
-            Error::api("apply", kind_static(&m.resource.kind), ns.as_deref().unwrap_or(""), &name, e)
-        })?;
-        done.push(m.describe());
+        match api.patch(&name, &pp, &Patch::Apply(&m.object)).await {
+            Ok(_) => done.push(m.describe()),
+            Err(e)
+                if server_dry_run
+                    && is_not_found(&e)
+                    && ns.as_ref().is_some_and(|n| planned_ns.contains(n)) =>
+            {
+                done.push(format!("{} (skipped: its namespace does not exist yet)", m.describe()));
+            }
+            Err(e) => {
+                return Err(Error::api(
+                    "apply",
+                    kind_static(&m.resource.kind),
+                    ns.as_deref().unwrap_or(""),
+                    &name,
+                    e,
+                ));
+            }
+        }
     }
     if !server_dry_run && items.iter().any(|m| m.resource.kind == "CustomResourceDefinition") {
         wait_established(ctx, timeout).await?;

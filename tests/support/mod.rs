@@ -19,9 +19,9 @@ pub const TEST_LABEL: &str = "kubectl-runner.test";
 /// A client for the cluster in $KUBECONFIG. Fails loudly: these tests are
 /// meant to run, never to skip.
 pub async fn client() -> Client {
-    let config = kube::Config::infer().await.expect(
-        "no cluster: run `tests/cluster/up.sh` and export the KUBECONFIG it prints",
-    );
+    let config = kube::Config::infer()
+        .await
+        .expect("no cluster: run `tests/cluster/up.sh` and export the KUBECONFIG it prints");
     Client::try_from(config).expect("kube client")
 }
 
@@ -114,7 +114,8 @@ pub async fn ensure_crd(client: &Client) {
         let crds = crds.clone();
         async move {
             let crd = crds.get(kubectl_runner::api::CRD_NAME).await.ok()?;
-            let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+            let established =
+                crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
             established.then_some(())
         }
     })
