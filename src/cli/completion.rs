@@ -80,13 +80,11 @@ pub fn plan(words: &[String]) -> Plan {
                 Some((n, v)) => (n, Some(v)),
                 None => (flag, None),
             };
-            if let Some(arg) = find_flag(cur, &globals, name) {
-                if takes_value(&arg) {
-                    match inline {
-                        Some(v) if arg.get_id() == "namespace" => namespace = Some(v.to_string()),
-                        Some(_) => {}
-                        None => pending = Some(arg),
-                    }
+            if let Some(arg) = find_flag(cur, &globals, name).filter(takes_value) {
+                match inline {
+                    Some(v) if arg.get_id() == "namespace" => namespace = Some(v.to_string()),
+                    Some(_) => {}
+                    None => pending = Some(arg),
                 }
             }
             continue;

@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 
 use super::args::GetFormat;
-use super::children::{self, Children};
+use super::children;
 use super::output::{self, TableOpts};
 use super::{Ctx, Globals};
 use crate::api::Runner;
@@ -126,7 +126,8 @@ pub async fn run(g: &Globals, a: GetArgs) -> Result<u8> {
     };
     output::emit(&rendered)?;
     if a.watch {
-        watch(&ctx, ns, &a, opts, items.is_empty()).await?;
+        let table = output::WatchTable::new(&items, opts, &kids, Timestamp::now());
+        watch(&ctx, ns, &a, table, opts.wide, items.is_empty()).await?;
     }
     Ok(super::exit::OK)
 }
@@ -138,7 +139,8 @@ async fn watch(
     ctx: &Ctx,
     ns: Option<&str>,
     a: &GetArgs,
-    mut opts: TableOpts,
+    mut table: output::WatchTable,
+    wide: bool,
     mut header: bool,
 ) -> Result<()> {
     let mut cfg = watcher::Config::default();
@@ -168,11 +170,11 @@ async fn watch(
         };
         let text = match a.output {
             GetFormat::Table | GetFormat::Wide => {
-                opts.header = header;
+                let kids = if wide { children::index(&ctx.client, ns).await? } else { BTreeMap::new() };
+                let mut text = if header { table.header() } else { String::new() };
                 header = false;
-                let kids: BTreeMap<(String, String), Children> =
-                    if opts.wide { children::index(&ctx.client, ns).await? } else { BTreeMap::new() };
-                output::runner_table(std::slice::from_ref(&changed), opts, &kids, Timestamp::now())
+                text += &table.row(&changed, &kids, Timestamp::now());
+                text
             }
             f => output::watch_event(&changed, f),
         };

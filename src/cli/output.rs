@@ -101,12 +101,15 @@ pub struct TableOpts {
 }
 
 /// The `kubectl get`-style table. `children` is consulted only when wide.
-pub fn runner_table(
-    runners: &[Runner],
-    opts: TableOpts,
-    children: &std::collections::BTreeMap<(String, String), Children>,
-    now: Timestamp,
-) -> String {
+pub fn runner_table(runners: &[Runner], opts: TableOpts, children: &ChildIndex, now: Timestamp) -> String {
+    let rows = runners.iter().map(|r| runner_cells(r, opts, children, now));
+    table(opts.header.then(|| header_cells(opts)), rows)
+}
+
+/// Children by (namespace, name), as `children::index` returns them.
+pub type ChildIndex = std::collections::BTreeMap<(String, String), Children>;
+
+fn header_cells(opts: TableOpts) -> Vec<String> {
     let mut header = vec!["NAME", "IMAGE", "REPLICAS", "READY", "PHASE", "URL", "AGE"];
     if opts.namespace_column {
         header.insert(0, "NAMESPACE");
@@ -114,39 +117,84 @@ pub fn runner_table(
     if opts.wide {
         header.extend(["CHILDREN", "REASON"]);
     }
-    let rows = runners.iter().map(|r| {
-        let status = r.status.clone().unwrap_or_default();
-        let mut row = vec![
-            r.name_any(),
-            r.spec.image.clone(),
-            r.spec.replicas.to_string(),
-            format!("{}/{}", status.ready_replicas, r.spec.replicas),
-            if r.metadata.deletion_timestamp.is_some() {
-                "Terminating".into()
-            } else {
-                status.phase.to_string()
-            },
-            status.url.clone().unwrap_or_else(|| "<none>".into()),
-            age_of(r.metadata.creation_timestamp.as_ref().map(|t| &t.0), now),
-        ];
-        if opts.namespace_column {
-            row.insert(0, r.namespace().unwrap_or_default());
+    header.into_iter().map(String::from).collect()
+}
+
+fn runner_cells(r: &Runner, opts: TableOpts, children: &ChildIndex, now: Timestamp) -> Vec<String> {
+    let status = r.status.clone().unwrap_or_default();
+    let mut row = vec![
+        r.name_any(),
+        r.spec.image.clone(),
+        r.spec.replicas.to_string(),
+        format!("{}/{}", status.ready_replicas, r.spec.replicas),
+        if r.metadata.deletion_timestamp.is_some() { "Terminating".into() } else { status.phase.to_string() },
+        status.url.clone().unwrap_or_else(|| "<none>".into()),
+        age_of(r.metadata.creation_timestamp.as_ref().map(|t| &t.0), now),
+    ];
+    if opts.namespace_column {
+        row.insert(0, r.namespace().unwrap_or_default());
+    }
+    if opts.wide {
+        let key = (r.namespace().unwrap_or_default(), r.name_any());
+        let c = children.get(&key).cloned().unwrap_or_default();
+        row.push(children::short(r, &c));
+        let reason = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition::READY)
+            .map(|c| c.reason.clone())
+            .filter(|r| !r.is_empty());
+        row.push(reason.unwrap_or_else(|| "<none>".into()));
+    }
+    row
+}
+
+/// Rows streamed by `get -w`, aligned with the table printed first (as
+/// kubectl does): column widths start from the header and the initial rows
+/// and only ever grow.
+#[derive(Debug, Clone)]
+pub struct WatchTable {
+    opts: TableOpts,
+    widths: Vec<usize>,
+}
+
+impl WatchTable {
+    pub fn new(initial: &[Runner], opts: TableOpts, children: &ChildIndex, now: Timestamp) -> WatchTable {
+        let mut w = WatchTable { opts, widths: Vec::new() };
+        w.grow(&header_cells(opts));
+        for r in initial {
+            w.grow(&runner_cells(r, opts, children, now));
         }
-        if opts.wide {
-            let key = (r.namespace().unwrap_or_default(), r.name_any());
-            let c = children.get(&key).cloned().unwrap_or_default();
-            row.push(children::short(r, &c));
-            let reason = status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == condition::READY)
-                .map(|c| c.reason.clone())
-                .filter(|r| !r.is_empty());
-            row.push(reason.unwrap_or_else(|| "<none>".into()));
+        w
+    }
+
+    fn grow(&mut self, cells: &[String]) {
+        self.widths.resize(self.widths.len().max(cells.len()), 0);
+        for (w, c) in self.widths.iter_mut().zip(cells) {
+            *w = (*w).max(c.chars().count());
         }
-        row
-    });
-    table(opts.header.then_some(header), rows)
+    }
+
+    /// The header line, for a watch that starts from an empty list.
+    pub fn header(&mut self) -> String {
+        let cells = header_cells(self.opts);
+        self.line(&cells)
+    }
+
+    /// One aligned line for `r`.
+    pub fn row(&mut self, r: &Runner, children: &ChildIndex, now: Timestamp) -> String {
+        let cells = runner_cells(r, self.opts, children, now);
+        self.line(&cells)
+    }
+
+    fn line(&mut self, cells: &[String]) -> String {
+        self.grow(cells);
+        let mut out = String::new();
+        for (c, w) in cells.iter().zip(&self.widths) {
+            out += &format!("{c:<w$}   ", w = *w);
+        }
+        out.trim_end().to_string() + "\n"
+    }
 }
 
 /// A borderless table with kubectl's three-space gutters and no trailing

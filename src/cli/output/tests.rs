@@ -161,3 +161,15 @@ fn describe_of_an_unreconciled_runner_points_at_diagnose() {
     assert!(out.contains("kubectl runner diagnose"), "{out}");
     assert!(out.contains("Events:\n  <none>"), "{out}");
 }
+
+#[test]
+fn rows_streamed_by_watch_line_up_with_the_table_printed_first() {
+    let rs = [runner("ns", "web", available())];
+    let opts = TableOpts { header: true, ..Default::default() };
+    let first = runner_table(&rs, opts, &BTreeMap::new(), now());
+    let mut w = WatchTable::new(&rs, opts, &BTreeMap::new(), now());
+    let row = w.row(&runner("ns", "a", json!(null)), &BTreeMap::new(), now());
+    let header = first.lines().next().unwrap();
+    assert_eq!(row.find("nginx"), header.find("IMAGE"), "{first}{row}");
+    assert_eq!(row.find("Pending"), header.find("PHASE"), "{first}{row}");
+}
