@@ -13,12 +13,22 @@
 
 pub mod checks;
 pub mod finding;
+pub mod fix;
+pub mod gather;
 pub mod report;
 pub mod snapshot;
 
 pub use finding::{Code, Finding, ObjectRef, Severity};
+pub use gather::Request;
 pub use report::Report;
 pub use snapshot::Snapshot;
+
+/// Gathers, checks and builds the report: the whole read-only diagnose.
+pub async fn diagnose(client: &kube::Client, req: &Request) -> (Snapshot, Report) {
+    let snapshot = gather::gather(client, req).await;
+    let report = report_for(&snapshot);
+    (snapshot, report)
+}
 
 /// The report for an already gathered snapshot.
 pub fn report_for(s: &Snapshot) -> Report {
