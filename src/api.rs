@@ -42,6 +42,9 @@ pub const HOST_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 
 /// What the user declares: an image, how many replicas, which port, and an
 /// optional host that makes an Ingress.
+// Each printcolumn repeats `type_`; clippy reads the derive's input as
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[kube(
     group = "lab.cloudlab.training",

@@ -17,7 +17,7 @@ pub enum Error {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 
     #[error("the Runner CRD ({}) is not installed; run `kubectl runner install`", crate::api::CRD_NAME)]
@@ -36,7 +36,7 @@ impl Error {
         match self {
             Error::Invalid(_) => "invalid".into(),
             Error::Api { op, kind, source, .. } => {
-                let code = match source {
+                let code = match source.as_ref() {
                     kube::Error::Api(s) if s.reason.is_empty() => s.code.to_string(),
                     kube::Error::Api(s) => s.reason.to_lowercase(),
                     _ => "transport".into(),
@@ -51,12 +51,12 @@ impl Error {
 
     /// Builds an [`Error::Api`] for `op` on the named object.
     pub fn api(op: &'static str, kind: &'static str, ns: &str, name: &str, source: kube::Error) -> Self {
-        Error::Api { op, kind, namespace: ns.to_string(), name: name.to_string(), source }
+        Error::Api { op, kind, namespace: ns.to_string(), name: name.to_string(), source: Box::new(source) }
     }
 
     /// True when the apiserver said 409 Conflict (stale resourceVersion).
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.is_conflict())
+        matches!(self, Error::Api { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.is_conflict()))
     }
 }
 

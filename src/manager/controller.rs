@@ -1,0 +1,234 @@
+//! Wires the manager together: preflight, HTTP endpoints, leader election,
+//! reflector stores for the children, and the kube-runtime Controller that
+//! calls [`super::reconcile::reconcile`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tracing::{info, warn};
+
+use super::leader::{self, LeaseConfig};
+use super::metrics::Metrics;
+use super::reconcile::{Context, Stores, error_policy, reconcile};
+use super::{preflight, server};
+use crate::api::{RUNNER_UID_LABEL, Runner};
+use crate::error::{Error, Result};
+use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
+
+/// How the manager runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Watch one namespace; None watches all.
+    pub namespace: Option<String>,
+    pub metrics_addr: Option<SocketAddr>,
+    pub health_addr: Option<SocketAddr>,
+    /// Hold a Lease in `lease_namespace` before reconciling.
+    pub leader_elect: bool,
+    pub lease_namespace: String,
+    /// Lease holder and Event reporter instance (the Pod name in the cluster).
+    pub identity: String,
+    /// Check the CRD and the permissions before starting.
+    pub preflight: bool,
+}
+
+impl Config {
+    /// Watch every namespace, no leader election, no HTTP endpoints.
+    pub fn all_namespaces() -> Self {
+        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+            format!("{host}-{}", std::process::id())
+        });
+        Config {
+            namespace: None,
+            metrics_addr: None,
+            health_addr: None,
+            leader_elect: false,
+            lease_namespace: std::env::var("POD_NAMESPACE").unwrap_or_else(|_| MANAGER_NAMESPACE.into()),
+            identity,
+            preflight: true,
+        }
+    }
+
+    /// Watch one namespace (what tests use: one manager per test namespace).
+    pub fn namespaced(ns: &str) -> Self {
+        Config { namespace: Some(ns.into()), ..Self::all_namespaces() }
+    }
+}
+
+fn api<K>(client: &Client, ns: &Option<String>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs until `shutdown` resolves (SIGINT/SIGTERM in the binary) or, with
+/// leader election, until leadership is lost (an error: the process should
+/// restart and wait for the Lease again).
+pub async fn run(
+    client: Client,
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    if cfg.preflight {
+        let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
+        preflight::check(&client, cfg.namespace.as_deref(), lease_ns).await?;
+    }
+    let metrics = Metrics::default();
+    let ready = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = cfg.metrics_addr {
+        let bound = server::serve(addr, server::metrics_routes(metrics.clone())).await?;
+        info!(%bound, "serving /metrics");
+    }
+    if let Some(addr) = cfg.health_addr {
+        let bound = server::serve(addr, server::health_routes(ready.clone())).await?;
+        info!(%bound, "serving /healthz and /readyz");
+    }
+
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = shutdown_tx.send(true);
+    });
+    let wait_shutdown = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+
+    let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
+    let mut leading = None;
+    if cfg.leader_elect {
+        tokio::select! {
+            rx = leader::acquire(client.clone(), lease_cfg.clone()) => leading = Some(rx?),
+            _ = wait_shutdown(shutdown_rx.clone()) => return Ok(()),
+        }
+    }
+    let lost = async move {
+        match leading {
+            Some(mut rx) => {
+                let _ = rx.wait_for(|v| !*v).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let lost_flag = Arc::new(AtomicBool::new(false));
+    let stop = {
+        let lost_flag = lost_flag.clone();
+        let rx = shutdown_rx.clone();
+        async move {
+            tokio::select! {
+                _ = wait_shutdown(rx) => {}
+                _ = lost => lost_flag.store(true, Ordering::Relaxed),
+            }
+        }
+    };
+
+    let children = watcher::Config::default().labels(RUNNER_UID_LABEL);
+    let (deployments, dep_w) = reflector::store::<Deployment>();
+    let (services, svc_w) = reflector::store::<Service>();
+    let (ingresses, ing_w) = reflector::store::<Ingress>();
+    let (pods, pod_w) = reflector::store::<Pod>();
+    let ns = &cfg.namespace;
+    let dep_stream = watcher(api::<Deployment>(&client, ns), children.clone())
+        .default_backoff()
+        .reflect(dep_w)
+        .touched_objects();
+    let svc_stream = watcher(api::<Service>(&client, ns), children.clone())
+        .default_backoff()
+        .reflect(svc_w)
+        .touched_objects();
+    let ing_stream = watcher(api::<Ingress>(&client, ns), children.clone())
+        .default_backoff()
+        .reflect(ing_w)
+        .touched_objects();
+    // Pods only matter through their status; their metadata is enough to map
+    // them to a Runner (the `instance` label carries the Runner's name).
+    let pod_stream =
+        watcher(api::<Pod>(&client, ns), children).default_backoff().reflect(pod_w).touched_objects();
+
+    let stores = Stores { deployments, services, ingresses, pods };
+    let reporter = Reporter { controller: MANAGER_NAME.into(), instance: Some(cfg.identity.clone()) };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        stores: stores.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics,
+    });
+
+    // Ready once every store has its first list (reconcile waits for them too).
+    tokio::spawn({
+        let (stores, ready) = (stores.clone(), ready.clone());
+        async move {
+            let _ = tokio::join!(
+                stores.deployments.wait_until_ready(),
+                stores.services.wait_until_ready(),
+                stores.ingresses.wait_until_ready(),
+                stores.pods.wait_until_ready()
+            );
+            ready.store(true, Ordering::Relaxed);
+            info!("caches synced; reconciling");
+        }
+    });
+
+    let runners = api::<Runner>(&client, ns);
+    info!(namespace = ns.as_deref().unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
+    Controller::new(runners, watcher::Config::default())
+        .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
+        .owns_stream(dep_stream)
+        .owns_stream(svc_stream)
+        .owns_stream(ing_stream)
+        .watches_stream(pod_stream, |pod: Pod| {
+            let name = pod.labels().get("app.kubernetes.io/instance")?.clone();
+            Some(ObjectRef::<Runner>::new(&name).within(&pod.namespace()?))
+        })
+        .graceful_shutdown_on(stop)
+        .run(
+            |runner, ctx: Arc<Context>| async move {
+                let s = &ctx.stores;
+                let _ = tokio::join!(
+                    s.deployments.wait_until_ready(),
+                    s.services.wait_until_ready(),
+                    s.ingresses.wait_until_ready(),
+                    s.pods.wait_until_ready()
+                );
+                reconcile(runner, ctx).await
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                match e {
+                    controller::Error::ReconcilerFailed(..) => {} // logged by error_policy
+                    other => warn!(error = %other, "controller event"),
+                }
+            }
+        })
+        .await;
+    ready.store(false, Ordering::Relaxed);
+    if cfg.leader_elect {
+        leader::release(client, &lease_cfg).await;
+    }
+    if lost_flag.load(Ordering::Relaxed) {
+        return Err(Error::Other(
+            "lost leadership of the Lease; exiting so a restart can wait for it again".into(),
+        ));
+    }
+    info!("manager stopped");
+    Ok(())
+}

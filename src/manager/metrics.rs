@@ -1,0 +1,68 @@
+//! Prometheus metrics of the manager, served on `--metrics-addr`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabel {
+    /// `create_deployment`, `apply_service`, `patch_status`, ...
+    pub op: String,
+}
+
+/// Counters and histograms, cheap to clone (all Arc inside).
+#[derive(Clone)]
+pub struct Metrics {
+    pub reconciles: Counter,
+    pub errors: Family<ReasonLabel, Counter>,
+    pub writes: Family<WriteLabel, Counter>,
+    pub duration: Histogram,
+    pub registry: Arc<Registry>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("runner");
+        let reconciles = Counter::default();
+        let errors = Family::<ReasonLabel, Counter>::default();
+        let writes = Family::<WriteLabel, Counter>::default();
+        let duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]);
+        registry.register("reconciles", "Reconcile passes", reconciles.clone());
+        registry.register("reconcile_errors", "Failed reconcile passes by reason", errors.clone());
+        registry.register("writes", "API writes made by the reconciler, by operation", writes.clone());
+        registry.register("reconcile_duration_seconds", "Duration of one reconcile pass", duration.clone());
+        Metrics { reconciles, errors, writes, duration, registry: Arc::new(registry) }
+    }
+}
+
+impl Metrics {
+    pub fn observe(&self, elapsed: Duration) {
+        self.reconciles.inc();
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    pub fn error(&self, reason: String) {
+        self.errors.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    pub fn write(&self, op: &str) {
+        self.writes.get_or_create(&WriteLabel { op: op.to_string() }).inc();
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,110 @@
+//! Startup check: the CRD is served and this identity holds every permission
+//! in [`crate::rbac::PERMISSIONS`]. Failing here, with the exact missing verbs,
+//! beats the seeds' "manager Ready but no children" hours later.
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::api::{Api, ListParams, PostParams};
+
+use crate::api::Runner;
+use crate::error::{Error, Result};
+use crate::rbac::{PERMISSIONS, Permission, Scope};
+
+/// One permission this identity lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub verb: &'static str,
+    pub permission: Permission,
+    /// None: cluster-wide.
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let where_ =
+            self.namespace.as_deref().map(|n| format!("in namespace {n}")).unwrap_or("cluster-wide".into());
+        write!(
+            f,
+            "can't {} {} {where_} (needed to {})",
+            self.verb,
+            self.permission.resource_ref(),
+            self.permission.why
+        )
+    }
+}
+
+/// Runs both checks; the error lists every missing verb and the fix.
+pub async fn check(client: &kube::Client, watch_ns: Option<&str>, lease_ns: Option<&str>) -> Result<()> {
+    let runners: Api<Runner> = match watch_ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    match runners.list_metadata(&ListParams::default().limit(1)).await {
+        Err(e) if crate::error::is_not_found(&e) => return Err(Error::CrdMissing),
+        // 403 is reported below with the other permissions.
+        Err(kube::Error::Api(s)) if s.is_forbidden() => {}
+        Err(e) => {
+            return Err(Error::Other(format!(
+                "cannot reach the cluster: {}",
+                crate::error::describe_kube(&e)
+            )));
+        }
+        Ok(_) => {}
+    }
+    let missing = missing_permissions(client, watch_ns, lease_ns).await?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = missing.iter().map(|m| format!("  - {m}")).collect();
+    Err(Error::Other(format!(
+        "the manager's identity lacks {} permission(s):\n{}\nfix: `kubectl runner install` (or `kubectl apply -f manifests/rbac.yaml`), \
+         then check with `kubectl runner diagnose`",
+        missing.len(),
+        lines.join("\n")
+    )))
+}
+
+/// SelfSubjectAccessReviews for every (verb, resource) the manager uses.
+pub async fn missing_permissions(
+    client: &kube::Client,
+    watch_ns: Option<&str>,
+    lease_ns: Option<&str>,
+) -> Result<Vec<Missing>> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let mut missing = Vec::new();
+    for p in PERMISSIONS {
+        let namespace = match p.scope {
+            Scope::Watched => watch_ns,
+            Scope::ManagerNamespace => match lease_ns {
+                Some(ns) => Some(ns),
+                None => continue,
+            },
+        };
+        let (resource, subresource) = p.split_resource();
+        for verb in p.verbs {
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some(p.group.into()),
+                        resource: Some(resource.into()),
+                        subresource: subresource.map(Into::into),
+                        verb: Some((*verb).into()),
+                        namespace: namespace.map(Into::into),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let answer = api
+                .create(&PostParams::default(), &review)
+                .await
+                .map_err(|e| Error::api("create", "SelfSubjectAccessReview", "", "", e))?;
+            if !answer.status.is_some_and(|s| s.allowed) {
+                missing.push(Missing { verb, permission: *p, namespace: namespace.map(Into::into) });
+            }
+        }
+    }
+    Ok(missing)
+}

@@ -1,0 +1,322 @@
+//! Pure: the Runner's status from what was observed. No I/O, no clock (the
+//! caller passes `now`), so every rule is a unit test.
+//!
+//! Readiness comes from the Deployment's *current* revision: its
+//! observedGeneration must have caught up and the updated and available
+//! replicas must equal the desired count. A Deployment still rolling out
+//! an old ReplicaSet is never reported Ready.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+
+use crate::api::{Phase, Runner, RunnerStatus, condition};
+
+/// What the reconciler saw this pass.
+#[derive(Debug, Default)]
+pub struct Observed<'a> {
+    /// The Runner's Deployment, if it exists and is ours.
+    pub deployment: Option<&'a Deployment>,
+    /// The Runner's Pods (selected by UID label).
+    pub pods: Vec<&'a Pod>,
+    /// Children whose name is taken by an object this Runner does not
+    /// control: "Deployment team/web", ...
+    pub refused: Vec<String>,
+    /// True when an Ingress of ours exists.
+    pub ingress: bool,
+}
+
+/// Pod waiting reasons that will not fix themselves; they make the phase Failed.
+const FAILING_REASONS: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CrashLoopBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+];
+
+/// Computes the status. `old` supplies lastTransitionTime of conditions whose
+/// status did not change, so an unchanged pass yields an equal status.
+pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
+    let desired = runner.spec.replicas;
+    let generation = runner.metadata.generation;
+    let dep_status = seen.deployment.and_then(|d| d.status.clone()).unwrap_or_default();
+    let caught_up = seen.deployment.is_some_and(|d| {
+        d.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0)
+            >= d.metadata.generation.unwrap_or(0)
+    });
+    let (ready_n, updated, available, total) = (
+        dep_status.ready_replicas.unwrap_or(0),
+        dep_status.updated_replicas.unwrap_or(0),
+        dep_status.available_replicas.unwrap_or(0),
+        dep_status.replicas.unwrap_or(0),
+    );
+    let ready = caught_up && updated == desired && available == desired && total == desired;
+    let deadline_exceeded = dep_status
+        .conditions
+        .unwrap_or_default()
+        .iter()
+        .find(|c| {
+            c.type_.as_deref() == Some("Progressing")
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+        })
+        .map(|c| c.message.clone().unwrap_or_default());
+    let pod_problem = if ready { None } else { first_pod_problem(&seen.pods) };
+    let deployment_refused = seen.refused.iter().find(|r| r.starts_with("Deployment"));
+
+    let (phase, reason, message) = if runner.metadata.deletion_timestamp.is_some() {
+        (Phase::Terminating, "Terminating".to_string(), "deleting children".to_string())
+    } else if let Some(r) = deployment_refused {
+        (
+            Phase::Failed,
+            condition::REASON_ADOPTION_REFUSED.into(),
+            format!("{r} exists and is not controlled by this Runner"),
+        )
+    } else if seen.deployment.is_none() {
+        (Phase::Pending, "DeploymentMissing".into(), "waiting for the Deployment to be created".into())
+    } else if let Some(msg) = deadline_exceeded {
+        (Phase::Failed, "ProgressDeadlineExceeded".into(), msg)
+    } else if ready {
+        (Phase::Available, "Available".into(), format!("{ready_n}/{desired} replicas ready"))
+    } else if let Some((reason, msg)) = pod_problem {
+        let phase =
+            if FAILING_REASONS.contains(&reason.as_str()) { Phase::Failed } else { Phase::Progressing };
+        let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
+        (phase, reason, text)
+    } else if !caught_up || updated < desired {
+        (
+            Phase::Progressing,
+            "RollingOut".into(),
+            format!("{updated}/{desired} replicas updated, {ready_n} ready"),
+        )
+    } else {
+        (Phase::Progressing, "Progressing".into(), format!("{ready_n}/{desired} replicas ready"))
+    };
+
+    let old = runner.status.clone().unwrap_or_default();
+    let ready_cond =
+        make_condition(condition::READY, ready && phase == Phase::Available, &reason, &message, generation);
+    let owned_cond = if seen.refused.is_empty() {
+        make_condition(
+            condition::CHILDREN_OWNED,
+            true,
+            "Owned",
+            "all children are controlled by this Runner",
+            generation,
+        )
+    } else {
+        let msg = format!("{} not controlled by this Runner; left untouched", seen.refused.join(", "));
+        make_condition(condition::CHILDREN_OWNED, false, condition::REASON_ADOPTION_REFUSED, &msg, generation)
+    };
+    RunnerStatus {
+        observed_generation: generation,
+        replicas: total,
+        ready_replicas: ready_n,
+        updated_replicas: updated,
+        available_replicas: available,
+        phase,
+        url: Some(url(runner, seen.ingress)),
+        message: Some(message),
+        selector: Some(super::desired::selector_string(runner)),
+        conditions: merge_conditions(&old.conditions, vec![ready_cond, owned_cond], now),
+    }
+}
+
+fn make_condition(type_: &str, ok: bool, reason: &str, message: &str, generation: Option<i64>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: Time(Default::default()),
+    }
+}
+
+/// Keeps lastTransitionTime where a condition's status did not change;
+/// stamps `now` where it did or where the condition is new.
+pub fn merge_conditions(old: &[Condition], new: Vec<Condition>, now: &Time) -> Vec<Condition> {
+    new.into_iter()
+        .map(|mut c| {
+            c.last_transition_time = match old.iter().find(|o| o.type_ == c.type_) {
+                Some(o) if o.status == c.status => o.last_transition_time.clone(),
+                _ => now.clone(),
+            };
+            c
+        })
+        .collect()
+}
+
+/// `http://<host>` with an Ingress, else the in-cluster Service URL.
+pub fn url(runner: &Runner, ingress: bool) -> String {
+    match (&runner.spec.host, ingress) {
+        (Some(host), true) => format!("http://{host}"),
+        _ => {
+            let ns = runner.namespace().unwrap_or_default();
+            let port = if runner.spec.port == 80 { String::new() } else { format!(":{}", runner.spec.port) };
+            format!("http://{}.{ns}.svc.cluster.local{port}", runner.name_any())
+        }
+    }
+}
+
+/// The first Pod (by name) that explains why it is not ready: a container's
+/// waiting reason, or an unschedulable Pod. ContainerCreating is normal.
+pub fn first_pod_problem(pods: &[&Pod]) -> Option<(String, String)> {
+    let mut pods: Vec<&&Pod> = pods.iter().collect();
+    pods.sort_by_key(|p| p.name_any());
+    pods.iter().find_map(|p| {
+        let status = p.status.as_ref()?;
+        let waiting = status.container_statuses.iter().flatten().find_map(|cs| {
+            let w = cs.state.as_ref()?.waiting.as_ref()?;
+            let reason = w.reason.clone().unwrap_or_default();
+            (!reason.is_empty() && reason != "ContainerCreating" && reason != "PodInitializing")
+                .then(|| (reason, w.message.clone().unwrap_or_default()))
+        });
+        waiting.or_else(|| {
+            status.conditions.iter().flatten().find_map(|c| {
+                (c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable"))
+                .then(|| ("Unschedulable".to_string(), c.message.clone().unwrap_or_default()))
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::RunnerSpec;
+    use serde_json::json;
+
+    fn runner(generation: i64) -> Runner {
+        let mut r =
+            Runner::new("web", RunnerSpec { image: "nginx".into(), replicas: 2, port: 80, host: None });
+        r.metadata.namespace = Some("team".into());
+        r.metadata.uid = Some("u1".into());
+        r.metadata.generation = Some(generation);
+        r
+    }
+
+    fn deployment(generation: i64, observed: i64, updated: i32, available: i32, replicas: i32) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": { "name": "web", "generation": generation },
+            "status": { "observedGeneration": observed, "updatedReplicas": updated, "availableReplicas": available,
+                        "readyReplicas": available, "replicas": replicas }
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, waiting: &str, msg: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "status": { "containerStatuses": [{ "name": "runner", "image": "x", "imageID": "", "ready": false,
+                "restartCount": 0, "state": { "waiting": { "reason": waiting, "message": msg } } }] }
+        }))
+        .unwrap()
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_000_000).unwrap())
+    }
+
+    fn ready_condition(s: &RunnerStatus) -> &Condition {
+        s.conditions.iter().find(|c| c.type_ == condition::READY).unwrap()
+    }
+
+    #[test]
+    fn all_replicas_of_the_current_revision_available_means_ready() {
+        let d = deployment(3, 3, 2, 2, 2);
+        let s = compute(&runner(1), &Observed { deployment: Some(&d), ..Default::default() }, &now());
+        assert_eq!(s.phase, Phase::Available);
+        assert_eq!(ready_condition(&s).status, "True");
+        assert_eq!(s.message.as_deref(), Some("2/2 replicas ready"));
+        assert_eq!(s.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn a_deployment_whose_controller_has_not_caught_up_is_not_ready() {
+        let d = deployment(4, 3, 2, 2, 2);
+        let s = compute(&runner(1), &Observed { deployment: Some(&d), ..Default::default() }, &now());
+        assert_eq!(s.phase, Phase::Progressing);
+        assert_eq!(ready_condition(&s).status, "False");
+    }
+
+    #[test]
+    fn old_replicas_still_running_during_a_rollout_are_not_ready() {
+        let d = deployment(2, 2, 1, 2, 3);
+        let s = compute(&runner(2), &Observed { deployment: Some(&d), ..Default::default() }, &now());
+        assert_eq!(s.phase, Phase::Progressing);
+        assert_eq!(ready_condition(&s).status, "False");
+    }
+
+    #[test]
+    fn image_pull_backoff_fails_the_runner_with_the_pods_reason() {
+        let d = deployment(1, 1, 2, 0, 2);
+        let (a, b) = (
+            pod("web-b", "ImagePullBackOff", "Back-off pulling image"),
+            pod("web-c", "CrashLoopBackOff", ""),
+        );
+        let seen = Observed { deployment: Some(&d), pods: vec![&b, &a], ..Default::default() };
+        let s = compute(&runner(1), &seen, &now());
+        assert_eq!(s.phase, Phase::Failed);
+        assert_eq!(s.message.as_deref(), Some("ImagePullBackOff: Back-off pulling image"));
+        assert_eq!(ready_condition(&s).reason, "ImagePullBackOff");
+    }
+
+    #[test]
+    fn container_creating_is_progress_not_failure() {
+        let d = deployment(1, 1, 2, 0, 2);
+        let p = pod("web-a", "ContainerCreating", "");
+        let s = compute(
+            &runner(1),
+            &Observed { deployment: Some(&d), pods: vec![&p], ..Default::default() },
+            &now(),
+        );
+        assert_eq!(s.phase, Phase::Progressing);
+        assert_eq!(s.message.as_deref(), Some("0/2 replicas ready"));
+    }
+
+    #[test]
+    fn a_refused_deployment_is_reported_with_adoption_refused() {
+        let seen = Observed { refused: vec!["Deployment team/web".into()], ..Default::default() };
+        let s = compute(&runner(1), &seen, &now());
+        assert_eq!(s.phase, Phase::Failed);
+        let owned = s.conditions.iter().find(|c| c.type_ == condition::CHILDREN_OWNED).unwrap();
+        assert_eq!(
+            (owned.status.as_str(), owned.reason.as_str()),
+            ("False", condition::REASON_ADOPTION_REFUSED)
+        );
+    }
+
+    #[test]
+    fn an_unchanged_pass_keeps_transition_times_so_nothing_is_written() {
+        let d = deployment(1, 1, 2, 2, 2);
+        let seen = Observed { deployment: Some(&d), ..Default::default() };
+        let mut r = runner(1);
+        r.status = Some(compute(&r, &seen, &now()));
+        let later = Time(k8s_openapi::jiff::Timestamp::from_second(2_000_000).unwrap());
+        assert_eq!(r.status.clone().unwrap(), compute(&r, &seen, &later));
+    }
+
+    #[test]
+    fn a_status_flip_stamps_a_new_transition_time() {
+        let mut r = runner(1);
+        r.status = Some(compute(&r, &Observed::default(), &now()));
+        let d = deployment(1, 1, 2, 2, 2);
+        let later = Time(k8s_openapi::jiff::Timestamp::from_second(2_000_000).unwrap());
+        let s = compute(&r, &Observed { deployment: Some(&d), ..Default::default() }, &later);
+        assert_eq!(ready_condition(&s).last_transition_time, later);
+    }
+
+    #[test]
+    fn url_is_the_host_with_an_ingress_else_the_service() {
+        let mut r = runner(1);
+        assert_eq!(url(&r, false), "http://web.team.svc.cluster.local");
+        r.spec.host = Some("web.example.com".into());
+        assert_eq!(url(&r, true), "http://web.example.com");
+        r.spec.port = 8080;
+        assert_eq!(url(&r, false), "http://web.team.svc.cluster.local:8080");
+    }
+}
