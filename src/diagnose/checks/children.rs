@@ -8,6 +8,7 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
+use super::manager::View;
 use super::{controlled_by, controller, manager, ns_flag, runner_age, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL, condition};
 
@@ -84,7 +85,7 @@ fn missing_finding(s: &Snapshot, rs: &RunnerState, kind: &str, resource: &str) -
     let v = manager::view(s);
     let mut explained = false;
     if v.absent() {
-        f = f.evidence(v.absent_evidence());
+        f = f.evidence(View::ABSENT_SHORT);
         explained = true;
     }
     if v.ignores(&ns) {

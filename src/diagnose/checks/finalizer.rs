@@ -14,6 +14,7 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
+use super::manager::View;
 use super::{age, controlled_by, human, manager, ns_flag, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL};
 
@@ -96,7 +97,7 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
     }
     let v = manager::view(s);
     if v.absent() {
-        f = f.evidence(v.absent_evidence());
+        f = f.evidence(View::ABSENT_SHORT);
     }
     if v.ignores(&ns) {
         f = f.evidence(format!(

@@ -18,6 +18,8 @@ use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 /// Lease durations are short; allow this much beyond one for clock skew and a
 /// slow renewal before calling the leader gone.
 const LEASE_SLACK: Duration = Duration::from_secs(5);
+/// Runners named as evidence of a needed manager before "and N more".
+const MAX_WAITING: usize = 5;
 /// Used when the Lease does not say.
 const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 
@@ -45,7 +47,12 @@ impl View {
         self.deployment_ready != Some(true) && !self.lease.as_ref().is_some_and(|l| l.fresh)
     }
 
-    /// One line explaining [`View::absent`], for evidence elsewhere.
+    /// The evidence line per-Runner findings use; the manager-absent finding
+    /// carries the details once.
+    pub const ABSENT_SHORT: &str =
+        "manager absent: no ready in-cluster manager and no fresh leader Lease (see manager-absent)";
+
+    /// One line explaining [`View::absent`].
     pub fn absent_evidence(&self) -> String {
         let dep = match self.deployment_ready {
             None => format!("no Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME}"),
@@ -114,7 +121,7 @@ fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
 
 /// Why this Runner needs a running manager now, if it does.
 pub fn waiting_for_manager(s: &Snapshot, rs: &RunnerState) -> Option<String> {
-    let name = rs.runner.name_any();
+    let name = format!("{}/{}", rs.runner.namespace().unwrap_or_default(), rs.runner.name_any());
     if super::finalizer::stuck_for(s, rs).is_some() {
         return Some(format!("Runner {name} is stuck deleting"));
     }
@@ -171,8 +178,12 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
             let mut f =
                 Finding::error(Code::ManagerAbsent, dep_ref, "no manager is running, and Runners need one")
                     .evidence(v.absent_evidence());
-            for w in waiting {
+            let more = waiting.len().saturating_sub(MAX_WAITING);
+            for w in waiting.into_iter().take(MAX_WAITING) {
                 f = f.evidence(w);
+            }
+            if more > 0 {
+                f = f.evidence(format!("and {more} more Runners"));
             }
             out.push(f.fix(
                 "kubectl runner install --with-manager --image IMAGE   # or locally: kubectl runner run-manager --leader-elect",
