@@ -19,9 +19,9 @@ pub const TEST_LABEL: &str = "kubectl-runner.test";
 /// A client for the cluster in $KUBECONFIG. Fails loudly: these tests are
 /// meant to run, never to skip.
 pub async fn client() -> Client {
-    let config = kube::Config::infer().await.expect(
-        "no cluster: run `tests/cluster/up.sh` and export the KUBECONFIG it prints",
-    );
+    let config = kube::Config::infer()
+        .await
+        .expect("no cluster: run `tests/cluster/up.sh` and export the KUBECONFIG it prints");
     Client::try_from(config).expect("kube client")
 }
 
@@ -114,9 +114,47 @@ pub async fn ensure_crd(client: &Client) {
         let crds = crds.clone();
         async move {
             let crd = crds.get(kubectl_runner::api::CRD_NAME).await.ok()?;
-            let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+            let established =
+                crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
             established.then_some(())
         }
     })
     .await;
+}
+
+/// A manager running in-process, watching one namespace. Stopped on
+/// [`ManagerHandle::stop`] or, failing that, when dropped.
+pub struct ManagerHandle {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    join: Option<tokio::task::JoinHandle<kubectl_runner::error::Result<()>>>,
+}
+
+impl ManagerHandle {
+    /// Starts `run-manager -n ns` in this process.
+    pub fn start(client: &Client, ns: &str) -> ManagerHandle {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let cfg = kubectl_runner::manager::Config::namespaced(ns);
+        let join = tokio::spawn(kubectl_runner::manager::run(client.clone(), cfg, async move {
+            let _ = rx.await;
+        }));
+        ManagerHandle { stop: Some(tx), join: Some(join) }
+    }
+
+    /// Graceful stop; panics if the manager failed.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(join) = self.join.take() {
+            join.await.expect("manager task").expect("manager ran without error");
+        }
+    }
+}
+
+impl Drop for ManagerHandle {
+    fn drop(&mut self) {
+        if let Some(join) = self.join.take() {
+            join.abort();
+        }
+    }
 }
