@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use super::{Globals, exit};
+use super::{Ctx, Globals, exit};
 use crate::diagnose::snapshot::{ServiceAccountRef, Thresholds};
 use crate::diagnose::{self, Request, fix};
 use crate::error::{Error, Result};
@@ -126,8 +126,39 @@ impl DiagnoseArgs {
     }
 }
 
+/// What one `diagnose` invocation produced: the report to print and the exit
+/// code it maps to.
+#[derive(Debug)]
+pub struct Outcome {
+    pub report: diagnose::Report,
+    /// Some `--fix` was declined (or could not be asked).
+    pub refused: bool,
+}
+
+impl Outcome {
+    /// 3 with errors; else 1 when a fix was refused; else 0.
+    pub fn exit_code(&self) -> u8 {
+        match self.report.exit_code() {
+            exit::OK if self.refused => exit::FAILURE,
+            code => code,
+        }
+    }
+}
+
 pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
     let ctx = g.connect().await?;
+    let outcome = execute(&ctx, &a).await?;
+    let text = match a.output {
+        Format::Table => outcome.report.to_table(),
+        Format::Json => outcome.report.to_json(),
+    };
+    emit(&text)?;
+    Ok(outcome.exit_code())
+}
+
+/// Everything but printing (so tests can run it in-process): diagnose; with
+/// `--fix`, remove the confirmed finalizers and diagnose again.
+pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     let req = a.request(&ctx.namespace, ctx.all_namespaces)?;
     let (snapshot, mut report) = diagnose::diagnose(&ctx.client, &req).await;
     if let Some(name) = &req.name {
@@ -145,10 +176,9 @@ pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
         for c in &candidates {
             eprintln!("Runner {}/{} is stuck Terminating; its children are gone.", c.namespace, c.name);
             eprintln!("  The promise: {}.", c.promise);
-            if !confirmed(
-                a.yes,
-                &format!("Remove {} from Runner {}/{}?", crate::api::FINALIZER, c.namespace, c.name),
-            )? {
+            let question =
+                format!("Remove {} from Runner {}/{}?", crate::api::FINALIZER, c.namespace, c.name);
+            if !confirmed(a.yes, &question)? {
                 refused = true;
                 continue;
             }
@@ -160,18 +190,7 @@ pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
                 diagnose::diagnose(&ctx.client, &Request { churn_window: Duration::ZERO, ..req }).await.1;
         }
     }
-    let text = match a.output {
-        Format::Table => report.to_table(),
-        Format::Json => report.to_json(),
-    };
-    emit(&text)?;
-    Ok(if report.exit_code() != exit::OK {
-        report.exit_code()
-    } else if refused {
-        exit::FAILURE
-    } else {
-        exit::OK
-    })
+    Ok(Outcome { report, refused })
 }
 
 /// `--yes`, or an interactive yes; without a terminal and without `--yes`,

@@ -16,7 +16,6 @@ use kube::api::{Api, ListParams, PostParams};
 use super::Gaps;
 use crate::diagnose::checks::permissions::binds;
 use crate::diagnose::snapshot::{AccessCheck, Grant, ServiceAccountRef};
-use crate::manifests::MANAGER_NAMESPACE;
 use crate::rbac::{PERMISSIONS, Permission, Scope};
 
 /// Reviews in flight at once: enough to finish ~35 reviews in a few round
@@ -24,7 +23,10 @@ use crate::rbac::{PERMISSIONS, Permission, Scope};
 const CONCURRENCY: usize = 16;
 
 /// Access checks (in PERMISSIONS order) and grants. `watched` holds the
-/// namespaces for [`Scope::Watched`]; "" means cluster-wide.
+/// namespaces for [`Scope::Watched`]; "" means cluster-wide. The
+/// [`Scope::ManagerNamespace`] ones (the Lease) are asked in the
+/// ServiceAccount's namespace: a Pod runs in its ServiceAccount's namespace,
+/// and the manager keeps its Lease in its own (`POD_NAMESPACE`).
 pub async fn read(
     client: &Client,
     sa: &ServiceAccountRef,
@@ -34,7 +36,7 @@ pub async fn read(
     for p in PERMISSIONS {
         let namespaces: Vec<String> = match p.scope {
             Scope::Watched => watched.to_vec(),
-            Scope::ManagerNamespace => vec![MANAGER_NAMESPACE.to_string()],
+            Scope::ManagerNamespace => vec![sa.namespace.clone()],
         };
         for ns in namespaces {
             for verb in p.verbs {
@@ -95,7 +97,7 @@ fn review(sa: &ServiceAccountRef, ns: &str, p: &Permission, verb: &str) -> Subje
     }
 }
 
-/// Bindings naming the ServiceAccount in the watched namespaces, the manager
+/// Bindings naming the ServiceAccount in the watched namespaces, its own
 /// namespace and cluster-wide, with the rules of their roles.
 async fn grants(client: &Client, sa: &ServiceAccountRef, watched: &[String], gaps: &mut Gaps) -> Vec<Grant> {
     let lp = ListParams::default();
@@ -114,7 +116,7 @@ async fn grants(client: &Client, sa: &ServiceAccountRef, watched: &[String], gap
         }
     }
     let mut namespaces: Vec<String> = watched.to_vec();
-    namespaces.push(MANAGER_NAMESPACE.into());
+    namespaces.push(sa.namespace.clone());
     namespaces.sort();
     namespaces.dedup();
     for ns in &namespaces {
