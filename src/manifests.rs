@@ -180,8 +180,12 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
         format!("--health-addr=0.0.0.0:{HEALTH_PORT}"),
         "--log-format=json".into(),
     ];
-    if let RbacScope::Namespaces(namespaces) = scope {
-        args.extend(namespaces.iter().map(|ns| format!("--namespace={ns}")));
+    // The manager watches one namespace or all; a namespace-scoped install
+    // with several namespaces gets Roles in each, and the manager the first.
+    if let RbacScope::Namespaces(namespaces) = scope
+        && let Some(ns) = namespaces.first()
+    {
+        args.push(format!("--namespace={ns}"));
     }
     let labels = json!({ "app.kubernetes.io/name": "runner-controller-manager", "app.kubernetes.io/component": "manager" });
     let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10 });

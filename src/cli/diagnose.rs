@@ -1,11 +1,293 @@
-//! `kubectl runner diagnose` (being written).
+//! `kubectl runner diagnose [NAME]`: arguments -> a validated
+//! [`crate::diagnose::Request`] -> gather, check, report; with `--fix`, the
+//! confirmed finalizer removals happen between a first diagnose and the one
+//! that is reported, so the output shows the state after the fix.
 
-use super::Globals;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use super::{Ctx, Globals, exit};
+use crate::diagnose::snapshot::{ServiceAccountRef, Thresholds};
+use crate::diagnose::{self, Request, fix};
 use crate::error::{Error, Result};
 
-#[derive(Debug, clap::Args)]
-pub struct DiagnoseArgs {}
+const AFTER_HELP: &str = "\
+Checks, in order: the installation (cluster reachable, CRD present, served and
+equal to what this binary generates); the manager (leader Lease holder and
+renewal, in-cluster Deployment readiness, restarts and Pod waiting reasons, or
+no manager at all); the ServiceAccount's permissions, one SubjectAccessReview
+per verb and resource the manager needs in every namespace it watches, like
+`kubectl auth can-i --as=system:serviceaccount:NS:SA`, plus over-broad grants;
+Runners stuck Terminating and what holds them; missing or foreign children;
+Pods that cannot pull, start or schedule; status behind the spec, not Ready, or
+churning (a hot loop) and who writes it.
 
-pub async fn run(_g: &Globals, _a: DiagnoseArgs) -> Result<u8> {
-    Err(Error::Other("not implemented yet".into()))
+A manager started with `kubectl runner run-manager` without --leader-elect
+leaves no trace in the cluster and cannot be seen.
+
+Permissions diagnose itself needs (it is read-only except for --fix):
+  create  subjectaccessreviews.authorization.k8s.io
+  get     customresourcedefinitions.apiextensions.k8s.io
+  get     deployments.apps, leases.coordination.k8s.io, serviceaccounts and
+          list pods in runner-system
+  list    clusterrolebindings, and rolebindings in the namespaces checked;
+  get     clusterroles and roles they refer to
+  get, list runners; get deployments, services, ingresses; list pods and
+          events, in the namespaces diagnosed
+  --fix:  patch runners (and list deployments, services, ingresses)
+Reads that are forbidden are reported as `gather-incomplete`, not fatal.
+
+Exit codes:
+  0  no errors found (warnings and notes allowed)
+  1  diagnose itself failed (no kubeconfig, Runner not found, --fix refused)
+  2  usage error
+  3  errors found
+
+Examples:
+  kubectl runner diagnose                      # installation + every Runner in the namespace
+  kubectl runner diagnose web -n team-a        # one Runner
+  kubectl runner diagnose -A -o json | jq '.findings[] | select(.severity==\"error\")'
+  kubectl runner diagnose --service-account team-a/runner-manager
+  kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone";
+
+/// Explain why a Runner or the manager is not working.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct DiagnoseArgs {
+    /// Only this Runner (plus the installation, manager and permissions).
+    pub name: Option<String>,
+    /// ServiceAccount whose permissions to check, as NAMESPACE/NAME
+    /// (default: the in-cluster manager's, runner-system/runner-controller-manager).
+    #[arg(long, value_name = "NS/NAME", value_parser = parse_service_account)]
+    pub service_account: Option<ServiceAccountRef>,
+    /// Consider Events from this long ago (e.g. 30m, 2h).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub since: Duration,
+    /// How long a Runner may be deleting, catching up or creating children
+    /// before that counts as stuck.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// Read the Runners twice this far apart to catch status churn; 0 skips it.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub churn_window: Duration,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// Remove our finalizer from Runners stuck Terminating whose children are
+    /// already gone (asks first on a terminal).
+    #[arg(long)]
+    pub fix: bool,
+    /// Do not ask before --fix changes anything (for scripts).
+    #[arg(short = 'y', long, requires = "fix")]
+    pub yes: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// `30s`, `5m`, `1h30m`, `2h 5m`; `0` is allowed.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let d: k8s_openapi::jiff::SignedDuration =
+        s.parse().map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m ({e})"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
+}
+
+/// `namespace/name`, both non-empty.
+pub fn parse_service_account(s: &str) -> std::result::Result<ServiceAccountRef, String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(ServiceAccountRef { namespace: ns.into(), name: name.into() })
+        }
+        _ => Err(format!("{s:?} is not NAMESPACE/NAME, e.g. runner-system/runner-controller-manager")),
+    }
+}
+
+impl DiagnoseArgs {
+    /// The request for the given namespace flags; NAME needs one namespace.
+    pub fn request(&self, namespace: &str, all_namespaces: bool) -> Result<Request> {
+        if self.name.is_some() && all_namespaces {
+            return Err(Error::Invalid("a Runner NAME cannot be combined with -A; use -n NAMESPACE".into()));
+        }
+        Ok(Request {
+            namespaces: if all_namespaces { vec![] } else { vec![namespace.to_string()] },
+            name: self.name.clone(),
+            service_account: self.service_account.clone(),
+            thresholds: Thresholds { grace: self.grace, since: self.since },
+            churn_window: self.churn_window,
+        })
+    }
+}
+
+/// What one `diagnose` invocation produced: the report to print and the exit
+/// code it maps to.
+#[derive(Debug)]
+pub struct Outcome {
+    pub report: diagnose::Report,
+    /// Some `--fix` was declined (or could not be asked).
+    pub refused: bool,
+}
+
+impl Outcome {
+    /// 3 with errors; else 1 when a fix was refused; else 0.
+    pub fn exit_code(&self) -> u8 {
+        match self.report.exit_code() {
+            exit::OK if self.refused => exit::FAILURE,
+            code => code,
+        }
+    }
+}
+
+pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
+    let ctx = g.connect().await?;
+    let outcome = execute(&ctx, &a).await?;
+    let text = match a.output {
+        Format::Table => outcome.report.to_table(),
+        Format::Json => outcome.report.to_json(),
+    };
+    emit(&text)?;
+    Ok(outcome.exit_code())
+}
+
+/// Everything but printing (so tests can run it in-process): diagnose; with
+/// `--fix`, remove the confirmed finalizers and diagnose again.
+pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
+    let req = a.request(&ctx.namespace, ctx.all_namespaces)?;
+    let (snapshot, mut report) = diagnose::diagnose(&ctx.client, &req).await;
+    if let Some(name) = &req.name {
+        let looked = snapshot.crd.is_some() && snapshot.gaps.is_empty() && snapshot.cluster.is_ok();
+        if looked && snapshot.runners.is_empty() {
+            return Err(Error::Other(format!("Runner {}/{name} not found", ctx.namespace)));
+        }
+    }
+    let mut refused = false;
+    if a.fix {
+        let candidates = fix::candidates(&snapshot);
+        if candidates.is_empty() {
+            eprintln!("--fix: nothing to fix (no Runner is stuck Terminating with its children gone)");
+        }
+        for c in &candidates {
+            eprintln!("Runner {}/{} is stuck Terminating; its children are gone.", c.namespace, c.name);
+            eprintln!("  The promise: {}.", c.promise);
+            let question =
+                format!("Remove {} from Runner {}/{}?", crate::api::FINALIZER, c.namespace, c.name);
+            if !confirmed(a.yes, &question)? {
+                refused = true;
+                continue;
+            }
+            fix::remove_finalizer(&ctx.client, c).await?;
+            eprintln!("  removed {} from Runner {}/{}", crate::api::FINALIZER, c.namespace, c.name);
+        }
+        if !candidates.is_empty() {
+            report =
+                diagnose::diagnose(&ctx.client, &Request { churn_window: Duration::ZERO, ..req }).await.1;
+        }
+    }
+    Ok(Outcome { report, refused })
+}
+
+/// `--yes`, or an interactive yes; without a terminal and without `--yes`,
+/// no (and says so).
+fn confirmed(yes: bool, question: &str) -> Result<bool> {
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        eprintln!("  not removing it: no terminal to ask on; pass --yes to confirm in scripts");
+        return Ok(false);
+    }
+    dialoguer::Confirm::new()
+        .with_prompt(question)
+        .default(false)
+        .interact()
+        .map_err(|e| Error::Other(format!("cannot ask for confirmation: {e}")))
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is success, not an error.
+fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::Other(format!("writing output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> std::result::Result<crate::cli::Cli, clap::Error> {
+        crate::cli::Cli::try_parse_from(["kubectl-runner", "diagnose"].iter().chain(args))
+    }
+
+    fn diag(args: &[&str]) -> DiagnoseArgs {
+        match parse(args).unwrap().command {
+            crate::cli::Command::Diagnose(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn durations_read_like_kubectl_flags() {
+        for (s, secs) in [("30s", 30), ("5m", 300), ("1h30m", 5400), ("0", 0), ("2h 5m", 7500)] {
+            assert_eq!(parse_duration(s), Ok(Duration::from_secs(secs)), "{s}");
+        }
+        for bad in ["soon", "-5m", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_service_account_is_namespace_slash_name() {
+        let sa = parse_service_account("team/mgr").unwrap();
+        assert_eq!((sa.namespace.as_str(), sa.name.as_str()), ("team", "mgr"));
+        for bad in ["mgr", "/mgr", "team/", "a/b/c"] {
+            assert!(parse_service_account(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_a_half_minute_grace_and_an_hour_of_events() {
+        let a = diag(&[]);
+        let req = a.request("app", false).unwrap();
+        assert_eq!(req.namespaces, ["app"]);
+        assert_eq!(req.thresholds.grace, Duration::from_secs(30));
+        assert_eq!(req.thresholds.since, Duration::from_secs(3600));
+        assert_eq!(req.churn_window, Duration::from_secs(1));
+        assert_eq!(a.output, Format::Table);
+    }
+
+    #[test]
+    fn all_namespaces_means_no_namespace_list() {
+        assert!(diag(&[]).request("app", true).unwrap().namespaces.is_empty());
+    }
+
+    #[test]
+    fn a_name_with_all_namespaces_is_a_usage_error() {
+        assert!(matches!(diag(&["web"]).request("app", true), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn yes_without_fix_is_rejected() {
+        assert!(parse(&["--yes"]).is_err());
+    }
+
+    #[test]
+    fn help_documents_the_permissions_and_exit_codes() {
+        let err = parse(&["--help"]).unwrap_err();
+        let help = err.to_string();
+        assert!(help.contains("subjectaccessreviews.authorization.k8s.io"), "{help}");
+        assert!(help.contains("3  errors found"), "{help}");
+        assert!(help.contains("without --leader-elect"), "{help}");
+    }
 }

@@ -1,11 +1,114 @@
-//! `kubectl runner e2e` (being written).
+//! `kubectl runner e2e`: the whole lifecycle on the current cluster.
+
+use std::io::IsTerminal;
+use std::time::Duration;
 
 use super::Globals;
+use crate::e2e::{self, Options};
 use crate::error::{Error, Result};
 
-#[derive(Debug, clap::Args)]
-pub struct E2eArgs {}
+const EXAMPLES: &str = "\
+What it creates: a namespace runner-e2e-XXXXXX (labelled lab.cloudlab.training/e2e=true),
+the Runner CRD if absent (removed again afterwards), and Runners, a Deployment and a
+Service in that namespace. It removes only those, on success, failure or Ctrl-C.
 
-pub async fn run(_g: &Globals, _a: E2eArgs) -> Result<u8> {
-    Err(Error::Other("not implemented yet".into()))
+Examples:
+  # Prove the lifecycle with a manager started in this process
+  kubectl runner e2e
+
+  # Against the manager already running in the cluster
+  kubectl runner e2e --use-running-manager
+
+  # Keep the namespace for inspection, JSON report on stdout
+  kubectl runner e2e --keep -o json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum E2eOutput {
+    Table,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct E2eArgs {
+    /// Use the manager running in the cluster instead of an in-process one.
+    #[arg(long)]
+    pub use_running_manager: bool,
+    /// Leave the namespace and what is in it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Run even if the context name looks like production.
+    #[arg(long)]
+    pub yes: bool,
+    /// Image of the test Runners.
+    #[arg(long, default_value = "nginx:1.27")]
+    pub image: String,
+    /// Image the rollout step switches to.
+    #[arg(long, default_value = "nginx:1.27-alpine")]
+    pub image_update: String,
+    /// Timeout of each step, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub step_timeout: u64,
+    /// Where failed runs dump Events and objects.
+    #[arg(long, default_value = "e2e-artifacts")]
+    pub artifacts: std::path::PathBuf,
+    /// Report format on stdout.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: E2eOutput,
+}
+
+pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
+    let context = current_context(g);
+    if e2e::looks_like_production(&context) && !a.yes {
+        return Err(Error::Invalid(format!(
+            "context {context:?} looks like production; e2e creates a namespace, the Runner CRD if absent, and Runners. \
+             Re-run with --yes if that is what you want"
+        )));
+    }
+    let ctx = g.connect().await?;
+    let version =
+        ctx.client.apiserver_version().await.map_err(|e| {
+            Error::Other(format!("cluster not reachable: {}", crate::error::describe_kube(&e)))
+        })?;
+    eprintln!("e2e on context {context:?} (Kubernetes {}.{})", version.major, version.minor);
+    let opts = Options {
+        use_running_manager: a.use_running_manager,
+        keep: a.keep,
+        image: a.image,
+        image_update: a.image_update,
+        timeout: Duration::from_secs(a.step_timeout),
+        artifacts: a.artifacts,
+    };
+    let tty = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let spinner = tty.then(|| {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.enable_steady_tick(Duration::from_millis(120));
+        pb.set_message("running the lifecycle");
+        pb
+    });
+    let progress = |s: &e2e::StepResult| match &spinner {
+        Some(pb) => pb.println(e2e::report::step_line(s)),
+        None => eprintln!("{}", e2e::report::step_line(s)),
+    };
+    let report = e2e::run(ctx.client, opts, &progress).await?;
+    if let Some(pb) = &spinner {
+        pb.finish_and_clear();
+    }
+    match a.output {
+        E2eOutput::Json => println!("{}", report.to_json()),
+        E2eOutput::Table => println!("{}", report.summary()),
+    }
+    Ok(if report.passed() { super::exit::OK } else { super::exit::FAILURE })
+}
+
+/// The context that will be used: --context, else the kubeconfig's current one.
+fn current_context(g: &Globals) -> String {
+    if let Some(c) = &g.context {
+        return c.clone();
+    }
+    let kc = match &g.kubeconfig {
+        Some(p) => kube::config::Kubeconfig::read_from(p).ok(),
+        None => kube::config::Kubeconfig::read().ok(),
+    };
+    kc.and_then(|k| k.current_context).unwrap_or_else(|| "in-cluster".into())
 }

@@ -1,1 +1,36 @@
-//! Diagnose (being written).
+//! `kubectl runner diagnose`: explains why a Runner or the manager is not
+//! working, in seconds, from what the cluster already says.
+//!
+//! ```text
+//!   gather (API reads, SubjectAccessReviews) ──► Snapshot
+//!   checks (pure, one module per rule group)  ──► Vec<Finding>
+//!   report (table | JSON, exit code)          ──► stdout, 0 / 3
+//!   fix    (--fix: our finalizer, when the children are gone)
+//! ```
+//!
+//! Only `gather` and `fix` talk to the API; `checks` and `report` are pure
+//! and unit-tested rule by rule.
+
+pub mod checks;
+pub mod finding;
+pub mod fix;
+pub mod gather;
+pub mod report;
+pub mod snapshot;
+
+pub use finding::{Code, Finding, ObjectRef, Severity};
+pub use gather::Request;
+pub use report::Report;
+pub use snapshot::Snapshot;
+
+/// Gathers, checks and builds the report: the whole read-only diagnose.
+pub async fn diagnose(client: &kube::Client, req: &Request) -> (Snapshot, Report) {
+    let snapshot = gather::gather(client, req).await;
+    let report = report_for(&snapshot);
+    (snapshot, report)
+}
+
+/// The report for an already gathered snapshot.
+pub fn report_for(s: &Snapshot) -> Report {
+    Report::new(&s.scope, s.runners.len(), checks::run(s))
+}

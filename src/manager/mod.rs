@@ -17,3 +17,6 @@ pub mod server;
 pub mod status;
 
 pub use controller::{Config, run};
+
+#[cfg(test)]
+mod reconcile_tests;

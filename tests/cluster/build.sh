@@ -85,9 +85,28 @@ build_kwok() {
   mv "$work/kwokbin/kwok" "$BIN/kwok"
 }
 
+# The kwok binary has no built-in stages ("no stages found" without any);
+# kwokctl writes its defaults into kwok's config. Keep the same defaults, from
+# the same module version, next to the binary: node init, heartbeat with
+# leases, pod ready/complete/delete.
+kwok_stages() {
+  [ -s "$BIN/kwok-stages.yaml" ] && return
+  step "kwok $KWOK_VERSION: default stages"
+  local dir f
+  dir=$(cd "$work" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo '---'
+    cat "$dir/kustomize/stage/$f"
+  done > "$BIN/kwok-stages.yaml.tmp"
+  mv "$BIN/kwok-stages.yaml.tmp" "$BIN/kwok-stages.yaml"
+}
+
 start=$(date +%s)
 build_etcd
 build_kwok
+kwok_stages
 build_kubernetes
 step "control plane binaries ready in $BIN ($(( $(date +%s) - start )) s)"
 echo "$BIN"

@@ -121,3 +121,40 @@ pub async fn ensure_crd(client: &Client) {
     })
     .await;
 }
+
+/// A manager running in-process, watching one namespace. Stopped on
+/// [`ManagerHandle::stop`] or, failing that, when dropped.
+pub struct ManagerHandle {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    join: Option<tokio::task::JoinHandle<kubectl_runner::error::Result<()>>>,
+}
+
+impl ManagerHandle {
+    /// Starts `run-manager -n ns` in this process.
+    pub fn start(client: &Client, ns: &str) -> ManagerHandle {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let cfg = kubectl_runner::manager::Config::namespaced(ns);
+        let join = tokio::spawn(kubectl_runner::manager::run(client.clone(), cfg, async move {
+            let _ = rx.await;
+        }));
+        ManagerHandle { stop: Some(tx), join: Some(join) }
+    }
+
+    /// Graceful stop; panics if the manager failed.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(join) = self.join.take() {
+            join.await.expect("manager task").expect("manager ran without error");
+        }
+    }
+}
+
+impl Drop for ManagerHandle {
+    fn drop(&mut self) {
+        if let Some(join) = self.join.take() {
+            join.abort();
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Check 5, the children: each expected child (Deployment, Service, and an
+//! Ingress when `spec.host` is set) exists and is controlled by this Runner's
+//! UID. A missing child comes with its likely cause; a same-name object
+//! controlled by someone else is what the manager refuses to adopt.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+
+use super::super::finding::{Code, Finding};
+use super::super::snapshot::{RunnerState, Snapshot};
+use super::manager::View;
+use super::{controlled_by, controller, manager, ns_flag, runner_age, runner_ref};
+use crate::api::{FINALIZER, RUNNER_UID_LABEL, condition};
+
+/// One child slot: its kind, the resource the manager writes it through, and
+/// the same-name object found, if any.
+struct Slot<'a> {
+    kind: &'static str,
+    resource: &'static str,
+    expected: bool,
+    found: Option<&'a ObjectMeta>,
+}
+
+fn slots(rs: &RunnerState) -> [Slot<'_>; 3] {
+    [
+        Slot {
+            kind: "Deployment",
+            resource: "deployments",
+            expected: true,
+            found: rs.deployment.as_ref().map(|d| &d.metadata),
+        },
+        Slot {
+            kind: "Service",
+            resource: "services",
+            expected: true,
+            found: rs.service.as_ref().map(|d| &d.metadata),
+        },
+        Slot {
+            kind: "Ingress",
+            resource: "ingresses",
+            expected: rs.runner.spec.host.is_some(),
+            found: rs.ingress.as_ref().map(|d| &d.metadata),
+        },
+    ]
+}
+
+/// Kinds of the expected children that are missing, once the Runner is older
+/// than the grace period and not being deleted.
+pub fn missing(s: &Snapshot, rs: &RunnerState) -> Vec<&'static str> {
+    if rs.runner.metadata.deletion_timestamp.is_some() || runner_age(s, rs) < s.thresholds.grace {
+        return vec![];
+    }
+    slots(rs).into_iter().filter(|sl| sl.expected && sl.found.is_none()).map(|sl| sl.kind).collect()
+}
+
+pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
+    if rs.runner.metadata.deletion_timestamp.is_some() {
+        return vec![];
+    }
+    let mut out = vec![];
+    let missing = missing(s, rs);
+    for sl in slots(rs) {
+        if missing.contains(&sl.kind) {
+            out.push(missing_finding(s, rs, sl.kind, sl.resource));
+            continue;
+        }
+        let Some(meta) = sl.found else { continue };
+        if !controlled_by(meta, rs) {
+            if sl.expected {
+                out.push(foreign_finding(rs, sl.kind, meta));
+            }
+            continue;
+        }
+        if sl.kind == "Ingress" {
+            out.extend(ingress_finding(rs));
+        }
+    }
+    out
+}
+
+fn missing_finding(s: &Snapshot, rs: &RunnerState, kind: &str, resource: &str) -> Finding {
+    let ns = rs.runner.namespace().unwrap_or_default();
+    let name = rs.runner.name_any();
+    let mut f = Finding::error(Code::ChildMissing, runner_ref(rs), format!("{kind} {ns}/{name} is missing"));
+    let v = manager::view(s);
+    let mut explained = false;
+    if v.absent() {
+        f = f.evidence(View::ABSENT_SHORT);
+        explained = true;
+    }
+    if v.ignores(&ns) {
+        f = f.evidence(format!(
+            "the in-cluster manager watches only {}, not {ns}",
+            v.watched.clone().unwrap_or_default().join(", ")
+        ));
+        explained = true;
+    }
+    for a in s.access.iter().filter(|a| {
+        !a.allowed
+            && a.verb == "create"
+            && a.permission.resource == resource
+            && (a.namespace == ns || a.namespace.is_empty())
+    }) {
+        f = f.evidence(format!("{} can't create {} in {ns}", s.service_account, a.permission.resource_ref()));
+        explained = true;
+    }
+    if !rs.runner.finalizers().iter().any(|x| x == FINALIZER) {
+        f = f.evidence(format!("the Runner has no {FINALIZER} finalizer: no manager has reconciled it yet"));
+    }
+    if let Some(c) = runner_condition(rs, condition::CHILDREN_OWNED).filter(|c| c.status == "False") {
+        f = f.evidence(format!("ChildrenOwned=False ({}): {}", c.reason, c.message));
+    }
+    if explained {
+        f
+    } else {
+        f.evidence("the manager appears to run and be allowed to create it; its logs say why it did not").fix(
+            format!(
+                "kubectl -n {} logs deployment/{}",
+                crate::manifests::MANAGER_NAMESPACE,
+                crate::manifests::MANAGER_NAME
+            ),
+        )
+    }
+}
+
+fn foreign_finding(rs: &RunnerState, kind: &str, meta: &ObjectMeta) -> Finding {
+    let ns = rs.runner.namespace().unwrap_or_default();
+    let name = rs.runner.name_any();
+    let uid = rs.runner.metadata.uid.clone().unwrap_or_default();
+    let delete = format!("kubectl {} delete {} {name}", ns_flag(rs), kind.to_lowercase());
+    let mut f = match controller(meta) {
+        Some(o) if o.kind == "Runner" && o.name == name => Finding::error(
+            Code::ChildStaleOwner,
+            runner_ref(rs),
+            format!("{kind} {ns}/{name} belongs to an earlier Runner of the same name; the manager will not adopt it"),
+        )
+        .evidence(format!("its controller is Runner {name} uid {}, this Runner is uid {uid}", o.uid))
+        .fix(format!("{delete}   # a leftover of the deleted Runner; the manager then creates a fresh one")),
+        Some(o) => Finding::error(
+            Code::ChildForeign,
+            runner_ref(rs),
+            format!("{kind} {ns}/{name} is controlled by {} {}; the manager refuses to adopt it", o.kind, o.name),
+        )
+        .fix(format!("rename the Runner, or {delete} if it is not needed")),
+        None => Finding::error(
+            Code::ChildForeign,
+            runner_ref(rs),
+            format!("{kind} {ns}/{name} exists without an owner; the manager refuses to adopt it"),
+        )
+        .fix(format!("rename the Runner, or {delete} if it is not needed")),
+    };
+    if let Some(m) = meta.managed_fields.iter().flatten().find_map(|m| m.manager.clone()) {
+        f = f.evidence(format!("created by field manager {m:?}"));
+    }
+    match meta.labels.as_ref().and_then(|l| l.get(RUNNER_UID_LABEL)) {
+        Some(v) if *v == uid => {}
+        Some(v) => f = f.evidence(format!("label {RUNNER_UID_LABEL}={v}, not this Runner's UID")),
+        None => f = f.evidence(format!("no {RUNNER_UID_LABEL} label")),
+    }
+    if let Some(c) = runner_condition(rs, condition::CHILDREN_OWNED).filter(|c| c.status == "False") {
+        f = f.evidence(format!("ChildrenOwned=False ({}): {}", c.reason, c.message));
+    }
+    let refused =
+        rs.events.iter().rev().find(|e| e.reason.as_deref() == Some(condition::REASON_ADOPTION_REFUSED));
+    if let Some(e) = refused {
+        f = f.evidence(format!("Event AdoptionRefused: {}", e.message.clone().unwrap_or_default()));
+    }
+    f
+}
+
+fn ingress_finding(rs: &RunnerState) -> Option<Finding> {
+    let ing = rs.ingress.as_ref()?;
+    let hosts: Vec<String> =
+        ing.spec.iter().flat_map(|s| s.rules.iter().flatten()).filter_map(|r| r.host.clone()).collect();
+    let ns = rs.runner.namespace().unwrap_or_default();
+    let name = rs.runner.name_any();
+    match &rs.runner.spec.host {
+        None => Some(
+            Finding::warning(
+                Code::IngressWithoutHost,
+                runner_ref(rs),
+                format!("Ingress {ns}/{name} still exists although spec.host is unset"),
+            )
+            .evidence("the manager deletes the Ingress when the host is removed; it has not (yet)"),
+        ),
+        Some(h) if !hosts.contains(h) => Some(
+            Finding::warning(
+                Code::IngressHostMismatch,
+                runner_ref(rs),
+                format!("Ingress {ns}/{name} routes {}, not spec.host {h}", hosts.join(", ")),
+            )
+            .evidence("the manager has not applied the latest host"),
+        ),
+        Some(_) => None,
+    }
+}
+
+fn runner_condition<'a>(
+    rs: &'a RunnerState,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    rs.runner.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+    use crate::diagnose::snapshot::Snapshot;
+
+    fn codes(s: &Snapshot) -> Vec<Code> {
+        check(s, &s.runners[0]).iter().map(|f| f.code).collect()
+    }
+
+    #[test]
+    fn child_rules() {
+        type Case = (&'static str, fn(&mut Snapshot), &'static [Code]);
+        let cases: &[Case] = &[
+            ("healthy", |_| {}, &[]),
+            ("Service gone", |s| s.runners[0].service = None, &[Code::ChildMissing]),
+            (
+                "just created, nothing yet",
+                |s| {
+                    let r = &mut s.runners[0];
+                    r.runner.metadata.creation_timestamp = Some(fixtures::from(fixtures::ago(2).into()));
+                    r.deployment = None;
+                    r.service = None;
+                },
+                &[],
+            ),
+            (
+                "host without Ingress",
+                |s| s.runners[0].runner.spec.host = Some("a.example".into()),
+                &[Code::ChildMissing],
+            ),
+            (
+                "Ingress without host",
+                |s| s.runners[0].ingress = Some(fixtures::ingress("a.example")),
+                &[Code::IngressWithoutHost],
+            ),
+            (
+                "Ingress for another host",
+                |s| {
+                    s.runners[0].runner.spec.host = Some("b.example".into());
+                    s.runners[0].ingress = Some(fixtures::ingress("a.example"));
+                },
+                &[Code::IngressHostMismatch],
+            ),
+            (
+                "squatter without owner",
+                |s| s.runners[0].deployment.as_mut().unwrap().metadata.owner_references = None,
+                &[Code::ChildForeign],
+            ),
+            (
+                "owned by an earlier Runner of the same name",
+                |s| {
+                    s.runners[0].service.as_mut().unwrap().metadata.owner_references =
+                        Some(fixtures::from(fixtures::owner("uid-0")))
+                },
+                &[Code::ChildStaleOwner],
+            ),
+            (
+                "a deleting Runner is the finalizer check's business",
+                |s| {
+                    s.runners[0].runner.metadata.deletion_timestamp =
+                        Some(fixtures::from(fixtures::ago(100).into()));
+                    s.runners[0].service = None;
+                },
+                &[],
+            ),
+        ];
+        for (name, break_it, want) in cases {
+            let mut s = fixtures::healthy();
+            break_it(&mut s);
+            assert_eq!(codes(&s), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_missing_child_names_the_likely_cause() {
+        type Case = (&'static str, fn(&mut Snapshot), &'static str);
+        let cases: &[Case] = &[
+            ("manager absent", |s| s.manager = Default::default(), "manager absent"),
+            (
+                "create denied",
+                |s| {
+                    for a in s
+                        .access
+                        .iter_mut()
+                        .filter(|a| a.permission.resource == "services" && a.verb == "create")
+                    {
+                        a.allowed = false;
+                    }
+                },
+                "can't create services in app",
+            ),
+            (
+                "watch elsewhere",
+                |s| {
+                    let d = s.manager.deployment.as_mut().unwrap();
+                    d.spec.template.spec.as_mut().unwrap().containers[0].args =
+                        Some(vec!["--namespace=other".into()]);
+                },
+                "watches only other, not app",
+            ),
+            ("nothing visible wrong", |_| {}, "its logs say why"),
+        ];
+        for (name, break_it, want) in cases {
+            let mut s = fixtures::healthy();
+            s.runners[0].service = None;
+            break_it(&mut s);
+            let f = check(&s, &s.runners[0]);
+            assert!(f[0].evidence.iter().any(|e| e.contains(want)), "{name}: {:#?}", f[0].evidence);
+        }
+    }
+
+    #[test]
+    fn a_foreign_child_quotes_the_adoption_refused_condition() {
+        let mut s = fixtures::healthy();
+        let r = &mut s.runners[0];
+        r.deployment.as_mut().unwrap().metadata.owner_references = None;
+        r.runner.status.as_mut().unwrap().conditions[1] = fixtures::from(serde_json::json!({
+            "type": "ChildrenOwned", "status": "False", "reason": "AdoptionRefused",
+            "message": "Deployment app/web is not owned by this Runner", "lastTransitionTime": fixtures::ago(10) }));
+        let f = &check(&s, &s.runners[0])[0];
+        assert!(f.evidence.iter().any(|e| e.contains("AdoptionRefused")), "{:#?}", f.evidence);
+        assert!(f.fix.as_deref().unwrap().contains("delete deployment web"), "{:?}", f.fix);
+    }
+}

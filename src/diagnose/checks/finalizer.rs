@@ -1,0 +1,246 @@
+//! Check 4, stuck finalizers: a Runner deleted longer ago than the grace
+//! period that still carries our finalizer. The finding says what holds it:
+//! children still present (and what holds *them*), no manager, a manager that
+//! does not watch the namespace, or missing delete permissions.
+//!
+//! The finalizer is a promise: the Runner stays until its children are gone.
+//! `--fix` may remove it only when that promise is already kept
+//! ([`children_gone`]), so the messages never suggest removing it blindly.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+
+use super::super::finding::{Code, Finding};
+use super::super::snapshot::{RunnerState, Snapshot};
+use super::manager::View;
+use super::{age, controlled_by, human, manager, ns_flag, runner_ref};
+use crate::api::{FINALIZER, RUNNER_UID_LABEL};
+
+/// What the finalizer promises, said wherever removing it comes up.
+pub fn promise(rs: &RunnerState) -> String {
+    format!(
+        "the {FINALIZER} finalizer keeps the Runner until the manager has deleted its Deployment, Service and \
+         Ingress (label {RUNNER_UID_LABEL}={}); removing it by hand skips that cleanup",
+        rs.runner.metadata.uid.as_deref().unwrap_or_default()
+    )
+}
+
+/// How long the Runner has been stuck deleting, if it is (deleted longer ago
+/// than the grace period, our finalizer still on it).
+pub fn stuck_for(s: &Snapshot, rs: &RunnerState) -> Option<Duration> {
+    let deleted = rs.runner.metadata.deletion_timestamp.as_ref()?;
+    let held = rs.runner.finalizers().iter().any(|f| f == FINALIZER);
+    let for_ = age(s.now, deleted.0);
+    (held && for_ >= s.thresholds.grace).then_some(for_)
+}
+
+/// The children this Runner still controls, as (kind, metadata).
+fn owned_children(rs: &RunnerState) -> Vec<(&'static str, &ObjectMeta)> {
+    let mut out = vec![];
+    if let Some(d) = &rs.deployment {
+        out.push(("Deployment", &d.metadata));
+    }
+    if let Some(d) = &rs.service {
+        out.push(("Service", &d.metadata));
+    }
+    if let Some(d) = &rs.ingress {
+        out.push(("Ingress", &d.metadata));
+    }
+    out.retain(|(_, m)| controlled_by(m, rs));
+    out
+}
+
+/// True when none of the Runner's children remain, so removing the
+/// finalizer breaks no promise.
+pub fn children_gone(rs: &RunnerState) -> bool {
+    owned_children(rs).is_empty()
+}
+
+pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
+    let Some(stuck) = stuck_for(s, rs) else { return vec![] };
+    let ns = rs.runner.namespace().unwrap_or_default();
+    let name = rs.runner.name_any();
+    let mut f = Finding::error(
+        Code::FinalizerStuck,
+        runner_ref(rs),
+        format!("Runner {ns}/{name} has been Terminating for {}, held by {FINALIZER}", human(stuck)),
+    );
+    let children = owned_children(rs);
+    for (kind, m) in &children {
+        let fins = m.finalizers.clone().unwrap_or_default();
+        let line = match &m.deletion_timestamp {
+            None => format!(
+                "{kind} {ns}/{} still exists and is not being deleted",
+                m.name.as_deref().unwrap_or("")
+            ),
+            Some(t) if fins.iter().any(|f| f == "foregroundDeletion") => format!(
+                "{kind} {ns}/{} is in foreground deletion since {} ago, waiting for its own dependents (finalizers: {})",
+                m.name.as_deref().unwrap_or(""),
+                human(age(s.now, t.0)),
+                fins.join(", ")
+            ),
+            Some(t) if !fins.is_empty() => format!(
+                "{kind} {ns}/{} is being deleted since {} ago but held by finalizers: {}",
+                m.name.as_deref().unwrap_or(""),
+                human(age(s.now, t.0)),
+                fins.join(", ")
+            ),
+            Some(t) => format!(
+                "{kind} {ns}/{} is being deleted since {} ago",
+                m.name.as_deref().unwrap_or(""),
+                human(age(s.now, t.0))
+            ),
+        };
+        f = f.evidence(line);
+    }
+    let v = manager::view(s);
+    if v.absent() {
+        f = f.evidence(View::ABSENT_SHORT);
+    }
+    if v.ignores(&ns) {
+        f = f.evidence(format!(
+            "the in-cluster manager watches only {}, not {ns}",
+            v.watched.clone().unwrap_or_default().join(", ")
+        ));
+    }
+    let needed = |a: &&super::super::snapshot::AccessCheck| {
+        let child_delete = a.verb == "delete"
+            && ["deployments", "services", "ingresses"].contains(&a.permission.resource)
+            && !children.is_empty();
+        let runner_write = a.permission.resource == "runners" && ["patch", "update"].contains(&a.verb);
+        !a.allowed && (child_delete || runner_write) && (a.namespace == ns || a.namespace.is_empty())
+    };
+    for a in s.access.iter().filter(needed) {
+        f = f.evidence(format!(
+            "{} can't {} {} in {ns}",
+            s.service_account,
+            a.verb,
+            a.permission.resource_ref()
+        ));
+    }
+    let others: Vec<&String> = rs.runner.finalizers().iter().filter(|x| *x != FINALIZER).collect();
+    if !others.is_empty() {
+        f = f.evidence(format!(
+            "also held by finalizers that are not ours: {}",
+            others.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if children.is_empty() && !v.absent() && !v.ignores(&ns) {
+        f = f.evidence(
+            "its children are gone and a manager runs: it should remove the finalizer on its next pass",
+        );
+    }
+    f = f.evidence(promise(rs));
+    let fix = if children.is_empty() {
+        format!(
+            "kubectl runner diagnose {name} {} --fix   # the children are gone, so removing the finalizer breaks no promise",
+            ns_flag(rs)
+        )
+    } else if v.absent() {
+        "start the manager (kubectl runner run-manager, or install it); it deletes the children, then the finalizer"
+            .to_string()
+    } else {
+        format!(
+            "kubectl {} get deployment,service,ingress {name} -o yaml   # see what holds them",
+            ns_flag(rs)
+        )
+    };
+    vec![f.fix(fix)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+    use crate::diagnose::snapshot::Snapshot;
+
+    fn deleting(secs_ago: i64) -> Snapshot {
+        let mut s = fixtures::healthy();
+        s.runners[0].runner.metadata.deletion_timestamp =
+            Some(fixtures::from(fixtures::ago(secs_ago).into()));
+        s
+    }
+
+    fn evidence(s: &Snapshot) -> Vec<String> {
+        check(s, &s.runners[0]).into_iter().flat_map(|f| f.evidence).collect()
+    }
+
+    #[test]
+    fn a_runner_deleted_within_the_grace_period_is_not_stuck() {
+        let s = deleting(5);
+        assert!(check(&s, &s.runners[0]).is_empty());
+    }
+
+    #[test]
+    fn a_runner_without_our_finalizer_is_not_ours_to_explain() {
+        let mut s = deleting(600);
+        s.runners[0].runner.metadata.finalizers = Some(vec!["someone.else/x".into()]);
+        assert!(check(&s, &s.runners[0]).is_empty());
+    }
+
+    #[test]
+    fn stuck_finalizer_causes() {
+        type Case = (&'static str, fn(&mut Snapshot), &'static str);
+        let cases: &[Case] = &[
+            ("children still there", |_| {}, "Deployment app/web still exists and is not being deleted"),
+            (
+                "child in foreground deletion",
+                |s| {
+                    let m = &mut s.runners[0].deployment.as_mut().unwrap().metadata;
+                    m.deletion_timestamp = Some(fixtures::from(fixtures::ago(60).into()));
+                    m.finalizers = Some(vec!["foregroundDeletion".into()]);
+                },
+                "foreground deletion",
+            ),
+            ("manager absent", |s| s.manager = Default::default(), "manager absent"),
+            (
+                "delete denied",
+                |s| {
+                    for a in s
+                        .access
+                        .iter_mut()
+                        .filter(|a| a.permission.resource == "deployments" && a.verb == "delete")
+                    {
+                        a.allowed = false;
+                    }
+                },
+                "can't delete deployments.apps in app",
+            ),
+            (
+                "someone else's finalizer",
+                |s| s.runners[0].runner.metadata.finalizers.as_mut().unwrap().push("x.io/hold".into()),
+                "not ours: x.io/hold",
+            ),
+            ("always", |_| {}, "removing it by hand skips that cleanup"),
+        ];
+        for (name, break_it, want) in cases {
+            let mut s = deleting(120);
+            break_it(&mut s);
+            let ev = evidence(&s);
+            assert!(ev.iter().any(|e| e.contains(want)), "{name}: {ev:#?}");
+        }
+    }
+
+    #[test]
+    fn fix_offers_removal_only_when_the_children_are_gone() {
+        let mut s = deleting(120);
+        let f = &check(&s, &s.runners[0])[0];
+        assert!(!f.fix.as_deref().unwrap().contains("--fix"), "{:?}", f.fix);
+        assert!(!children_gone(&s.runners[0]));
+        s.runners[0].deployment = None;
+        s.runners[0].service = None;
+        let f = &check(&s, &s.runners[0])[0];
+        assert!(f.fix.as_deref().unwrap().contains("--fix"), "{:?}", f.fix);
+        assert!(children_gone(&s.runners[0]));
+    }
+
+    #[test]
+    fn a_foreign_same_name_object_does_not_hold_the_runner() {
+        let mut s = deleting(120);
+        s.runners[0].deployment.as_mut().unwrap().metadata.owner_references = None;
+        s.runners[0].service = None;
+        assert!(children_gone(&s.runners[0]));
+    }
+}

@@ -1,0 +1,349 @@
+//! Check 2, the manager: who holds the leader Lease and when it renewed; the
+//! in-cluster Deployment's readiness, restarts and its Pods' waiting reasons;
+//! and "no manager at all", which is an error only when some Runner in scope
+//! is waiting for one.
+//!
+//! A manager started with `kubectl runner run-manager` and no `--leader-elect`
+//! leaves no trace in the cluster; the messages say so rather than guess.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+
+use super::super::finding::{Code, Finding, ObjectRef};
+use super::super::snapshot::{RunnerState, Snapshot};
+use super::{age, human, workload};
+use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
+
+/// Lease durations are short; allow this much beyond one for clock skew and a
+/// slow renewal before calling the leader gone.
+const LEASE_SLACK: Duration = Duration::from_secs(5);
+/// Runners named as evidence of a needed manager before "and N more".
+const MAX_WAITING: usize = 5;
+/// Used when the Lease does not say.
+const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// What can be seen of the manager.
+#[derive(Debug, Clone, PartialEq)]
+pub struct View {
+    /// `None`: no in-cluster Deployment. `Some(ready)` otherwise.
+    pub deployment_ready: Option<bool>,
+    pub lease: Option<LeaseView>,
+    /// Namespaces the in-cluster manager is limited to (`--namespace`);
+    /// `None`: all namespaces, or unknown (no in-cluster Deployment).
+    pub watched: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseView {
+    pub holder: String,
+    pub renewed_ago: Option<Duration>,
+    pub fresh: bool,
+}
+
+impl View {
+    /// No ready in-cluster manager and no recently renewed Lease.
+    pub fn absent(&self) -> bool {
+        self.deployment_ready != Some(true) && !self.lease.as_ref().is_some_and(|l| l.fresh)
+    }
+
+    /// The evidence line per-Runner findings use; the manager-absent finding
+    /// carries the details once.
+    pub const ABSENT_SHORT: &str =
+        "manager absent: no ready in-cluster manager and no fresh leader Lease (see manager-absent)";
+
+    /// One line explaining [`View::absent`].
+    pub fn absent_evidence(&self) -> String {
+        let dep = match self.deployment_ready {
+            None => format!("no Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME}"),
+            Some(_) => format!("Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME} has no ready Pod"),
+        };
+        let lease = match &self.lease {
+            None => format!("no Lease {MANAGER_NAMESPACE}/{LEADER_LEASE}"),
+            Some(l) => match l.renewed_ago {
+                Some(a) => format!("Lease last renewed {} ago by {}", human(a), l.holder),
+                None => format!("Lease held by {} never renewed", l.holder),
+            },
+        };
+        format!(
+            "manager absent: {dep}, {lease} (a local `kubectl runner run-manager` without --leader-elect cannot be seen)"
+        )
+    }
+
+    /// True when the in-cluster manager is known not to watch `ns`.
+    pub fn ignores(&self, ns: &str) -> bool {
+        self.watched.as_ref().is_some_and(|w| !w.iter().any(|x| x == ns))
+    }
+}
+
+/// Derives the [`View`] from the snapshot.
+pub fn view(s: &Snapshot) -> View {
+    let deployment_ready = s.manager.deployment.as_ref().map(|d| {
+        let st = d.status.as_ref();
+        st.and_then(|st| st.ready_replicas).unwrap_or(0) >= 1
+    });
+    let lease = s.manager.lease.as_ref().and_then(|l| l.spec.as_ref()).and_then(|spec| {
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+        let renewed_ago = spec.renew_time.as_ref().map(|t| age(s.now, t.0));
+        let duration = spec
+            .lease_duration_seconds
+            .map(|d| Duration::from_secs(d.max(0) as u64))
+            .unwrap_or(DEFAULT_LEASE_DURATION);
+        let fresh = renewed_ago.is_some_and(|a| a <= duration + LEASE_SLACK);
+        Some(LeaseView { holder, renewed_ago, fresh })
+    });
+    let watched = s.manager.deployment.as_ref().and_then(|d| {
+        let args = d.spec.template.spec.as_ref()?.containers.iter().flat_map(|c| {
+            c.args.iter().flatten().chain(c.command.iter().flatten()).cloned().collect::<Vec<_>>()
+        });
+        let ns = namespace_args(args);
+        (!ns.is_empty()).then_some(ns)
+    });
+    View { deployment_ready, lease, watched }
+}
+
+/// The values of `--namespace=X` / `--namespace X` in a command line.
+fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out = vec![];
+    let mut next = false;
+    for a in args {
+        if next {
+            out.push(a.clone());
+            next = false;
+        } else if let Some(v) = a.strip_prefix("--namespace=") {
+            out.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from));
+        } else if a == "--namespace" {
+            next = true;
+        }
+    }
+    out
+}
+
+/// Why this Runner needs a running manager now, if it does.
+pub fn waiting_for_manager(s: &Snapshot, rs: &RunnerState) -> Option<String> {
+    let name = format!("{}/{}", rs.runner.namespace().unwrap_or_default(), rs.runner.name_any());
+    if super::finalizer::stuck_for(s, rs).is_some() {
+        return Some(format!("Runner {name} is stuck deleting"));
+    }
+    let missing = super::children::missing(s, rs);
+    if !missing.is_empty() {
+        return Some(format!("Runner {name} is missing its {}", missing.join(", ")));
+    }
+    if super::status::generation_behind(s, rs).is_some() {
+        return Some(format!("Runner {name}'s latest spec was never observed"));
+    }
+    None
+}
+
+pub fn check(s: &Snapshot) -> Vec<Finding> {
+    let v = view(s);
+    let dep_ref = ObjectRef::new("Deployment", MANAGER_NAMESPACE, MANAGER_NAME);
+    let lease_ref = ObjectRef::new("Lease", MANAGER_NAMESPACE, LEADER_LEASE);
+    let mut out = vec![];
+    if let Some(l) = &v.lease {
+        let when =
+            l.renewed_ago.map(|a| format!("renewed {} ago", human(a))).unwrap_or("never renewed".into());
+        if l.fresh {
+            out.push(Finding::info(
+                Code::ManagerLeader,
+                lease_ref,
+                format!("leader is {}, {when}", l.holder),
+            ));
+        } else {
+            out.push(
+                Finding::warning(
+                    Code::ManagerLeaseStale,
+                    lease_ref,
+                    format!("no manager holds the leader Lease: last holder {}, {when}", l.holder),
+                )
+                .evidence("a leader renews well within leaseDurationSeconds; this one stopped (crashed, scaled down, or lost its Lease permissions)"),
+            );
+        }
+    }
+    if let Some(d) = &s.manager.deployment {
+        out.extend(deployment_findings(d, &s.manager.pods, &dep_ref));
+    }
+    if v.absent() {
+        let waiting: Vec<String> = s.runners.iter().filter_map(|rs| waiting_for_manager(s, rs)).collect();
+        if waiting.is_empty() {
+            out.push(
+                Finding::info(
+                    Code::ManagerNotVisible,
+                    dep_ref,
+                    "no manager is visible; nothing in scope is waiting for one",
+                )
+                .evidence(v.absent_evidence()),
+            );
+        } else {
+            let mut f =
+                Finding::error(Code::ManagerAbsent, dep_ref, "no manager is running, and Runners need one")
+                    .evidence(v.absent_evidence());
+            let more = waiting.len().saturating_sub(MAX_WAITING);
+            for w in waiting.into_iter().take(MAX_WAITING) {
+                f = f.evidence(w);
+            }
+            if more > 0 {
+                f = f.evidence(format!("and {more} more Runners"));
+            }
+            out.push(f.fix(
+                "kubectl runner install --with-manager --image IMAGE   # or locally: kubectl runner run-manager --leader-elect",
+            ));
+        }
+    }
+    out
+}
+
+fn deployment_findings(
+    d: &k8s_openapi::api::apps::v1::Deployment,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    dep_ref: &ObjectRef,
+) -> Vec<Finding> {
+    let mut out = vec![];
+    let st = d.status.clone().unwrap_or_default();
+    let want = d.spec.replicas.unwrap_or(1);
+    let ready = st.ready_replicas.unwrap_or(0);
+    if ready < 1 {
+        let mut f = Finding::error(
+            Code::ManagerNotReady,
+            dep_ref.clone(),
+            format!("the in-cluster manager is not ready ({ready}/{want} Pods ready)"),
+        );
+        if want == 0 {
+            f = f.fix(format!("kubectl -n {MANAGER_NAMESPACE} scale deployment {MANAGER_NAME} --replicas=1"));
+        } else if pods.is_empty() {
+            f = f.evidence("no Pods: check the ReplicaSet's events (quota, admission, ServiceAccount)").fix(
+                format!("kubectl -n {MANAGER_NAMESPACE} describe replicaset -l app.kubernetes.io/name={MANAGER_NAME}"),
+            );
+        } else {
+            f = f.fix(format!("kubectl -n {MANAGER_NAMESPACE} logs deployment/{MANAGER_NAME}"));
+        }
+        out.push(f);
+    }
+    for p in pods {
+        for prob in workload::pod_problems(p) {
+            out.push(
+                Finding::error(Code::ManagerPodWaiting, dep_ref.clone(), prob.sentence())
+                    .fix(format!("kubectl -n {MANAGER_NAMESPACE} describe pod {}", p.name_any())),
+            );
+        }
+        for cs in p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()) {
+            if cs.restart_count > 0 {
+                let last = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref());
+                let mut f = Finding::warning(
+                    Code::ManagerRestarts,
+                    dep_ref.clone(),
+                    format!("manager Pod {} restarted {} times", p.name_any(), cs.restart_count),
+                );
+                if let Some(t) = last {
+                    f = f.evidence(format!(
+                        "last exit: {} (code {}){}",
+                        t.reason.as_deref().unwrap_or("unknown"),
+                        t.exit_code,
+                        t.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+                    ));
+                }
+                out.push(f.fix(format!(
+                    "kubectl -n {MANAGER_NAMESPACE} logs {} -c {} --previous",
+                    p.name_any(),
+                    cs.name
+                )));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+    use crate::diagnose::snapshot::Snapshot;
+    use serde_json::json;
+
+    fn codes(s: &Snapshot) -> Vec<Code> {
+        check(s).iter().map(|f| f.code).collect()
+    }
+
+    fn crashing_pod() -> k8s_openapi::api::core::v1::Pod {
+        fixtures::from(json!({
+            "metadata": { "name": "mgr-1", "namespace": MANAGER_NAMESPACE },
+            "status": { "phase": "Running", "containerStatuses": [{
+                "name": "manager", "ready": false, "restartCount": 4, "image": "x", "imageID": "",
+                "state": { "waiting": { "reason": "CrashLoopBackOff", "message": "back-off 40s" } },
+                "lastState": { "terminated": { "exitCode": 1, "reason": "Error" } } }] }
+        }))
+    }
+
+    #[test]
+    fn manager_rules() {
+        type Case = (&'static str, fn(&mut Snapshot), &'static [Code]);
+        let cases: &[Case] = &[
+            ("ready and leading", |_| {}, &[Code::ManagerLeader]),
+            (
+                "lease stale but Deployment ready",
+                |s| s.manager.lease = Some(fixtures::lease(120)),
+                &[Code::ManagerLeaseStale],
+            ),
+            (
+                "crash looping",
+                |s| {
+                    s.manager.deployment = Some(fixtures::manager_deployment(0));
+                    s.manager.pods = vec![crashing_pod()];
+                    s.manager.lease = None;
+                },
+                &[
+                    Code::ManagerNotReady,
+                    Code::ManagerPodWaiting,
+                    Code::ManagerRestarts,
+                    Code::ManagerNotVisible,
+                ],
+            ),
+            (
+                "nothing at all, nothing waiting",
+                |s| s.manager = Default::default(),
+                &[Code::ManagerNotVisible],
+            ),
+            (
+                "nothing at all, a Runner lacks its Service",
+                |s| {
+                    s.manager = Default::default();
+                    s.runners[0].service = None;
+                },
+                &[Code::ManagerAbsent],
+            ),
+        ];
+        for (name, break_it, want) in cases {
+            let mut s = fixtures::healthy();
+            break_it(&mut s);
+            assert_eq!(codes(&s), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn absence_is_explained_honestly_about_local_managers() {
+        let s = fixtures::without_manager();
+        let e = view(&s).absent_evidence();
+        assert!(e.contains("no Deployment runner-system/runner-controller-manager"), "{e}");
+        assert!(e.contains("without --leader-elect cannot be seen"), "{e}");
+    }
+
+    #[test]
+    fn a_fresh_lease_alone_means_a_manager_is_present() {
+        let mut s = fixtures::without_manager();
+        s.manager.lease = Some(fixtures::lease(3));
+        assert!(!view(&s).absent());
+        s.manager.lease = Some(fixtures::lease(60));
+        assert!(view(&s).absent());
+    }
+
+    #[test]
+    fn namespace_flags_limit_the_watch() {
+        let args = ["run-manager", "--namespace=a", "--namespace", "b", "--leader-elect"];
+        assert_eq!(namespace_args(args.map(String::from)), ["a", "b"]);
+        let mut s = fixtures::healthy();
+        let d = s.manager.deployment.as_mut().unwrap();
+        d.spec.template.spec.as_mut().unwrap().containers[0].args = Some(vec!["--namespace=other".into()]);
+        assert!(view(&s).ignores("app"));
+        assert!(!view(&s).ignores("other"));
+    }
+}

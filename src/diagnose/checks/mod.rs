@@ -1,0 +1,147 @@
+//! The rules: pure functions from a [`Snapshot`] to [`Finding`]s, one module
+//! per group of the issue's checks. Nothing here calls the API or reads the
+//! clock (`Snapshot::now` is the clock), so every rule has a unit test built
+//! from fixtures.
+//!
+//! ```text
+//! Snapshot ─┬─ install     CRD present, served, equal to what we generate
+//!           ├─ manager     Lease, Deployment, Pods, absent, watch scope
+//!           ├─ permissions SubjectAccessReview denials, over-broad grants
+//!           └─ per Runner: finalizer, children, workload, status
+//! ```
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::finding::{Finding, ObjectRef};
+use super::snapshot::{RunnerState, Snapshot};
+
+pub mod children;
+pub mod finalizer;
+pub mod install;
+pub mod manager;
+pub mod permissions;
+pub mod status;
+pub mod workload;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+/// Every finding for the snapshot, most severe first, grouped by object.
+pub fn run(s: &Snapshot) -> Vec<Finding> {
+    let mut out = install::check(s);
+    if s.cluster.is_ok() {
+        out.extend(manager::check(s));
+        out.extend(permissions::check(s));
+        for rs in &s.runners {
+            out.extend(finalizer::check(s, rs));
+            out.extend(children::check(s, rs));
+            out.extend(workload::check(s, rs));
+            out.extend(status::check(s, rs));
+        }
+    }
+    out.extend(s.gaps.iter().map(|g| {
+        Finding::warning(
+            super::finding::Code::GatherIncomplete,
+            ObjectRef::new("Diagnose", "", "gather"),
+            format!("could not {}; the checks that need it were skipped", g.what),
+        )
+        .evidence(g.error.clone())
+    }));
+    out.sort_by(|a, b| a.severity.cmp(&b.severity).then_with(|| a.object.cmp(&b.object)));
+    out
+}
+
+/// How long ago `t` was, never negative (clocks skew).
+pub(crate) fn age(now: Timestamp, t: Timestamp) -> Duration {
+    now.duration_since(t).try_into().unwrap_or(Duration::ZERO)
+}
+
+/// `1m30s`-style rendering of an age, for messages.
+pub(crate) fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{}s", s / 60, s % 60),
+        3600..=86399 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+/// The controller ownerReference of an object, if any.
+pub(crate) fn controller(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references.as_deref().unwrap_or_default().iter().find(|o| o.controller == Some(true))
+}
+
+/// True when `meta` is controlled by this Runner (by UID, not by name).
+pub(crate) fn controlled_by(meta: &ObjectMeta, rs: &RunnerState) -> bool {
+    let uid = rs.runner.metadata.uid.as_deref().unwrap_or_default();
+    controller(meta).is_some_and(|o| o.kind == "Runner" && !uid.is_empty() && o.uid == uid)
+}
+
+/// The `Runner ns/name` a per-Runner finding is about.
+pub(crate) fn runner_ref(rs: &RunnerState) -> ObjectRef {
+    ObjectRef::new("Runner", &rs.runner.namespace().unwrap_or_default(), &rs.runner.name_any())
+}
+
+/// How long ago the Runner was created (zero when unknown).
+pub(crate) fn runner_age(s: &Snapshot, rs: &RunnerState) -> Duration {
+    rs.runner.metadata.creation_timestamp.as_ref().map(|t| age(s.now, t.0)).unwrap_or_default()
+}
+
+/// `-n NS` for commands about the Runner.
+pub(crate) fn ns_flag(rs: &RunnerState) -> String {
+    format!("-n {}", rs.runner.namespace().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::finding::{Code, Severity};
+    use crate::diagnose::snapshot::Gap;
+
+    #[test]
+    fn ages_render_like_kubectl() {
+        for (secs, want) in [(5, "5s"), (90, "1m30s"), (7260, "2h1m"), (90000, "1d1h")] {
+            assert_eq!(human(Duration::from_secs(secs)), want);
+        }
+    }
+
+    #[test]
+    fn an_age_in_the_future_is_zero() {
+        let now = fixtures::now();
+        let later = now.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(10)).unwrap();
+        assert_eq!(age(now, later), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_failed_read_is_reported_as_an_incomplete_gather() {
+        let mut s = fixtures::healthy();
+        s.gaps.push(Gap { what: "list Pods in ns".into(), error: "forbidden".into() });
+        let f = run(&s);
+        let gap = f.iter().find(|f| f.code == Code::GatherIncomplete).unwrap();
+        assert_eq!(gap.severity, Severity::Warning);
+        assert!(gap.message.contains("list Pods in ns"), "{}", gap.message);
+    }
+
+    #[test]
+    fn a_healthy_snapshot_has_no_errors_or_warnings() {
+        let f = run(&fixtures::healthy());
+        assert!(f.iter().all(|f| f.severity == Severity::Info), "{f:#?}");
+    }
+
+    #[test]
+    fn findings_come_most_severe_first() {
+        let mut s = fixtures::healthy();
+        s.crd = None;
+        s.gaps.push(Gap { what: "x".into(), error: "y".into() });
+        let f = run(&s);
+        let sev: Vec<Severity> = f.iter().map(|f| f.severity).collect();
+        let mut sorted = sev.clone();
+        sorted.sort();
+        assert_eq!(sev, sorted);
+    }
+}

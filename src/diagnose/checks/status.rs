@@ -1,0 +1,330 @@
+//! Check 7, the status: the manager has not caught up with the latest spec;
+//! the Runner is not Ready; the Runner churns (its resourceVersion moves while
+//! its spec and children stand still: a reconcile hot loop), and who writes.
+//! Also the Runner's recent Warning Events, as context.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+use k8s_openapi::jiff::Timestamp;
+
+use super::super::finding::{Code, Finding};
+use super::super::snapshot::{Resample, RunnerState, Snapshot};
+use super::{age, human, runner_age, runner_ref};
+use crate::api::condition;
+
+/// When the spec (anything but status) was last written, from managedFields;
+/// the creation time when they say nothing.
+fn last_spec_change(rs: &RunnerState) -> Option<Timestamp> {
+    let m = &rs.runner.metadata;
+    let from_fields = m
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| e.subresource.as_deref().unwrap_or("").is_empty())
+        .filter_map(|e| e.time.as_ref().map(|t| t.0))
+        .max();
+    from_fields.or(m.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// How long the latest generation has gone unobserved, once past the grace
+/// period. `None` when caught up (or deleting: the finalizer check covers it).
+pub fn generation_behind(s: &Snapshot, rs: &RunnerState) -> Option<(i64, Option<i64>, Duration)> {
+    let m = &rs.runner.metadata;
+    if m.deletion_timestamp.is_some() {
+        return None;
+    }
+    let generation = m.generation?;
+    let observed = rs.runner.status.as_ref().and_then(|st| st.observed_generation);
+    if observed.is_some_and(|o| o >= generation) {
+        return None;
+    }
+    let behind = last_spec_change(rs).map(|t| age(s.now, t)).unwrap_or_else(|| runner_age(s, rs));
+    (behind >= s.thresholds.grace).then_some((generation, observed, behind))
+}
+
+pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
+    let mut out = vec![];
+    if let Some((generation, observed, behind)) = generation_behind(s, rs) {
+        let seen =
+            observed.map(|o| format!("observedGeneration is {o}")).unwrap_or("no observedGeneration".into());
+        out.push(
+            Finding::warning(
+                Code::GenerationBehind,
+                runner_ref(rs),
+                format!(
+                    "the manager has not observed generation {generation} for {} ({seen})",
+                    human(behind)
+                ),
+            )
+            .evidence("status describes an older spec; see the manager and children findings for why"),
+        );
+    }
+    if rs.runner.metadata.deletion_timestamp.is_none() {
+        out.extend(not_ready(s, rs));
+    }
+    if let Some(r) = &rs.resample {
+        out.extend(churn(rs, r));
+    }
+    out.extend(warning_events(s, rs));
+    out
+}
+
+fn not_ready(s: &Snapshot, rs: &RunnerState) -> Option<Finding> {
+    let c = rs.runner.status.as_ref()?.conditions.iter().find(|c| c.type_ == condition::READY)?;
+    if c.status == "True" || age(s.now, c.last_transition_time.0) < s.thresholds.grace {
+        return None;
+    }
+    Some(Finding::warning(
+        Code::RunnerNotReady,
+        runner_ref(rs),
+        format!(
+            "not Ready for {} ({}): {}",
+            human(age(s.now, c.last_transition_time.0)),
+            c.reason,
+            c.message
+        ),
+    ))
+}
+
+/// A changed resourceVersion with the same generation, spec and children.
+fn churn(rs: &RunnerState, r: &Resample) -> Option<Finding> {
+    let after = r.runner.as_ref()?;
+    let before = &rs.runner;
+    let rv = |x: &Option<String>| x.clone().unwrap_or_default();
+    if rv(&before.metadata.resource_version) == rv(&after.metadata.resource_version)
+        || before.metadata.generation != after.metadata.generation
+        || before.spec != after.spec
+    {
+        return None;
+    }
+    let children_before = [
+        rs.deployment.as_ref().and_then(|d| d.metadata.resource_version.clone()),
+        rs.service.as_ref().and_then(|d| d.metadata.resource_version.clone()),
+        rs.ingress.as_ref().and_then(|d| d.metadata.resource_version.clone()),
+    ];
+    if children_before != r.children_after {
+        return None;
+    }
+    let mut f = Finding::warning(
+        Code::StatusChurn,
+        runner_ref(rs),
+        format!(
+            "the Runner changed (resourceVersion {} -> {}) within {:.1}s while its spec and children did not: a hot loop",
+            rv(&before.metadata.resource_version),
+            rv(&after.metadata.resource_version),
+            r.elapsed.as_secs_f64()
+        ),
+    );
+    if let Some(w) =
+        writer(before.metadata.managed_fields.as_deref(), after.metadata.managed_fields.as_deref())
+    {
+        f = f.evidence(format!(
+            "written by field manager {:?} ({}{})",
+            w.manager.as_deref().unwrap_or(""),
+            w.operation.as_deref().unwrap_or(""),
+            w.subresource.as_deref().map(|s| format!(", subresource {s}")).unwrap_or_default()
+        ));
+    }
+    let changed = changed_fields(before, after);
+    if !changed.is_empty() {
+        f = f.evidence(format!("changed: {}", changed.join(", ")));
+    }
+    Some(f.evidence("a status write that changes nothing but a timestamp triggers the next reconcile; compare before writing"))
+}
+
+/// The managedFields entry that moved between the two looks, else the newest.
+fn writer<'a>(
+    before: Option<&[ManagedFieldsEntry]>,
+    after: Option<&'a [ManagedFieldsEntry]>,
+) -> Option<&'a ManagedFieldsEntry> {
+    let after = after?;
+    let key = |e: &ManagedFieldsEntry| (e.manager.clone(), e.operation.clone(), e.subresource.clone());
+    let old: BTreeMap<_, _> = before.unwrap_or_default().iter().map(|e| (key(e), e.time.clone())).collect();
+    after
+        .iter()
+        .find(|e| old.get(&key(e)) != Some(&e.time))
+        .or_else(|| after.iter().max_by_key(|e| e.time.as_ref().map(|t| t.0)))
+}
+
+/// `status.message`, `metadata.labels`: top-level status and metadata fields
+/// that differ (resourceVersion and managedFields always do).
+fn changed_fields(before: &crate::api::Runner, after: &crate::api::Runner) -> Vec<String> {
+    let b = serde_json::to_value(before).unwrap_or_default();
+    let a = serde_json::to_value(after).unwrap_or_default();
+    let mut out = vec![];
+    for top in ["status", "metadata"] {
+        let keys: std::collections::BTreeSet<&String> =
+            b[top].as_object().into_iter().chain(a[top].as_object()).flat_map(|o| o.keys()).collect();
+        for k in keys {
+            if top == "metadata" && (k == "resourceVersion" || k == "managedFields") {
+                continue;
+            }
+            if b[top][k] != a[top][k] {
+                out.push(format!("{top}.{k}"));
+            }
+        }
+    }
+    out
+}
+
+/// Warning Events about the Runner within `--since`, one per reason (latest).
+fn warning_events(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
+    let mut latest: BTreeMap<String, (Timestamp, String, i32)> = BTreeMap::new();
+    for e in rs.events.iter().filter(|e| e.type_.as_deref() == Some("Warning")) {
+        let t = e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0)).or(e
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0));
+        let Some(t) = t.filter(|t| age(s.now, *t) <= s.thresholds.since) else { continue };
+        let reason = e.reason.clone().unwrap_or_default();
+        let count = e.count.unwrap_or(1) + e.series.as_ref().map(|x| x.count.unwrap_or(0)).unwrap_or(0);
+        if latest.get(&reason).is_none_or(|(lt, _, _)| t > *lt) {
+            latest.insert(reason, (t, e.message.clone().unwrap_or_default(), count));
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(reason, (t, msg, count))| {
+            let times = if count > 1 { format!(" (x{count})") } else { String::new() };
+            Finding::info(
+                Code::WarningEvent,
+                runner_ref(rs),
+                format!("Event {reason}{times}, {} ago: {msg}", human(age(s.now, t))),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+    use crate::diagnose::snapshot::Snapshot;
+    use serde_json::json;
+
+    fn codes(s: &Snapshot) -> Vec<Code> {
+        check(s, &s.runners[0]).iter().map(|f| f.code).collect()
+    }
+
+    fn resampled(s: &mut Snapshot, change: fn(&mut crate::api::Runner)) {
+        let rs = &s.runners[0];
+        let mut after = rs.runner.clone();
+        change(&mut after);
+        let rv = |o: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>| {
+            o.and_then(|m| m.resource_version.clone())
+        };
+        s.runners[0].resample = Some(Resample {
+            elapsed: Duration::from_secs(1),
+            runner: Some(after),
+            children_after: [
+                rv(rs.deployment.as_ref().map(|d| &d.metadata)),
+                rv(rs.service.as_ref().map(|d| &d.metadata)),
+                None,
+            ],
+        });
+    }
+
+    #[test]
+    fn status_rules() {
+        type Case = (&'static str, fn(&mut Snapshot), &'static [Code]);
+        let cases: &[Case] = &[
+            ("healthy", |_| {}, &[]),
+            (
+                "spec changed long ago, never observed",
+                |s| s.runners[0].runner.metadata.generation = Some(2),
+                &[Code::GenerationBehind],
+            ),
+            (
+                "spec changed a moment ago",
+                |s| {
+                    let m = &mut s.runners[0].runner.metadata;
+                    m.generation = Some(2);
+                    m.managed_fields =
+                        Some(vec![fixtures::from(json!({ "manager": "kubectl", "operation": "Update",
+                        "time": fixtures::ago(3) }))]);
+                },
+                &[],
+            ),
+            (
+                "not Ready for a while",
+                |s| {
+                    let c = &mut s.runners[0].runner.status.as_mut().unwrap().conditions[0];
+                    c.status = "False".into();
+                },
+                &[Code::RunnerNotReady],
+            ),
+            (
+                "status rewritten with only a new message",
+                |s| {
+                    resampled(s, |r| {
+                        r.metadata.resource_version = Some("11".into());
+                        r.status.as_mut().unwrap().message = Some("x".into());
+                    })
+                },
+                &[Code::StatusChurn],
+            ),
+            ("nothing changed", |s| resampled(s, |_| {}), &[]),
+            (
+                "spec changed too: not churn",
+                |s| {
+                    resampled(s, |r| {
+                        r.metadata.resource_version = Some("11".into());
+                        r.metadata.generation = Some(2);
+                        r.spec.replicas = 2;
+                    })
+                },
+                &[],
+            ),
+            (
+                "a warning Event",
+                |s| {
+                    s.runners[0].events = vec![fixtures::from(json!({
+                    "metadata": { "name": "e1", "namespace": "app" }, "involvedObject": {},
+                    "type": "Warning", "reason": "AdoptionRefused", "message": "Service app/web is not ours",
+                    "lastTimestamp": fixtures::ago(30), "count": 3 }))]
+                },
+                &[Code::WarningEvent],
+            ),
+        ];
+        for (name, break_it, want) in cases {
+            let mut s = fixtures::healthy();
+            break_it(&mut s);
+            assert_eq!(codes(&s), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn churn_names_the_field_manager_that_writes() {
+        let mut s = fixtures::healthy();
+        s.runners[0].runner.metadata.managed_fields = Some(vec![
+            fixtures::from(
+                json!({ "manager": "kubectl-runner", "operation": "Apply", "subresource": "status", "time": fixtures::ago(10) }),
+            ),
+            fixtures::from(
+                json!({ "manager": "kubectl", "operation": "Update", "time": fixtures::ago(3000) }),
+            ),
+        ]);
+        resampled(&mut s, |r| {
+            r.metadata.resource_version = Some("99".into());
+            r.metadata.managed_fields.as_mut().unwrap()[0].time =
+                Some(fixtures::from(fixtures::ago(0).into()));
+            r.status.as_mut().unwrap().conditions[0].message = "now".into();
+        });
+        let f = check(&s, &s.runners[0]);
+        let ev = &f[0].evidence;
+        assert!(ev.iter().any(|e| e.contains("\"kubectl-runner\" (Apply, subresource status)")), "{ev:#?}");
+        assert!(ev.iter().any(|e| e == "changed: status.conditions"), "{ev:#?}");
+    }
+
+    #[test]
+    fn old_warning_events_are_ignored() {
+        let mut s = fixtures::healthy();
+        s.runners[0].events = vec![fixtures::from(json!({
+            "metadata": { "name": "e1" }, "involvedObject": {}, "type": "Warning", "reason": "X",
+            "lastTimestamp": fixtures::ago(7200) }))];
+        assert!(codes(&s).is_empty());
+    }
+}

@@ -1,0 +1,198 @@
+//! Check 6, the workload: the Runner's Deployment gave up progressing, or its
+//! Pods cannot pull, start or be scheduled. The Pod's own reason and message
+//! are the evidence; they usually name the fix (a typo in the image, a quota).
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use super::super::finding::{Code, Finding};
+use super::super::snapshot::{RunnerState, Snapshot};
+use super::{controlled_by, ns_flag, runner_ref};
+
+/// Waiting reasons that do not fix themselves.
+const BAD_WAITING: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// Why one Pod is not running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodProblem {
+    pub pod: String,
+    /// `None` for scheduling problems.
+    pub container: Option<String>,
+    pub reason: String,
+    pub message: String,
+}
+
+impl PodProblem {
+    /// `Pod web-1 container app: ImagePullBackOff: Back-off pulling image "x"`.
+    pub fn sentence(&self) -> String {
+        let who = match &self.container {
+            Some(c) => format!("Pod {} container {c}", self.pod),
+            None => format!("Pod {}", self.pod),
+        };
+        if self.message.is_empty() {
+            format!("{who}: {}", self.reason)
+        } else {
+            format!("{who}: {}: {}", self.reason, self.message)
+        }
+    }
+
+    pub fn is_scheduling(&self) -> bool {
+        self.container.is_none()
+    }
+}
+
+/// The waiting reasons (init containers first) and scheduling failures of a Pod.
+pub fn pod_problems(p: &Pod) -> Vec<PodProblem> {
+    let Some(st) = &p.status else { return vec![] };
+    let mut out = vec![];
+    let statuses = st.init_container_statuses.iter().flatten().chain(st.container_statuses.iter().flatten());
+    for cs in statuses {
+        if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) {
+            let reason = w.reason.clone().unwrap_or_default();
+            if BAD_WAITING.contains(&reason.as_str()) {
+                out.push(PodProblem {
+                    pod: p.name_any(),
+                    container: Some(cs.name.clone()),
+                    reason,
+                    message: w.message.clone().unwrap_or_default(),
+                });
+            }
+        }
+    }
+    if st.phase.as_deref() == Some("Pending") {
+        for c in st.conditions.iter().flatten() {
+            if c.type_ == "PodScheduled" && c.status == "False" {
+                out.push(PodProblem {
+                    pod: p.name_any(),
+                    container: None,
+                    reason: c.reason.clone().unwrap_or("Unschedulable".into()),
+                    message: c.message.clone().unwrap_or_default(),
+                });
+            }
+        }
+    }
+    out
+}
+
+pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
+    if rs.runner.metadata.deletion_timestamp.is_some() {
+        return vec![];
+    }
+    let mut out = vec![];
+    if let Some(d) = rs.deployment.as_ref().filter(|d| controlled_by(&d.metadata, rs)) {
+        let conds = d.status.iter().flat_map(|s| s.conditions.iter().flatten());
+        for c in conds {
+            if c.type_.as_deref() == Some("Progressing")
+                && c.status.as_deref() == Some("False")
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+            {
+                out.push(
+                    Finding::error(
+                        Code::ProgressDeadlineExceeded,
+                        runner_ref(rs),
+                        format!(
+                            "Deployment {} stopped progressing: {}",
+                            d.name_any(),
+                            c.message.clone().unwrap_or_default()
+                        ),
+                    )
+                    .fix(format!(
+                        "kubectl {} rollout status deployment/{}",
+                        ns_flag(rs),
+                        d.name_any()
+                    )),
+                );
+            }
+        }
+    }
+    for p in &rs.pods {
+        for prob in pod_problems(p) {
+            let code = if prob.is_scheduling() { Code::PodUnschedulable } else { Code::PodWaiting };
+            let fix = if prob.reason.contains("Image") {
+                format!(
+                    "kubectl {} patch runner {} --type=merge -p '{{\"spec\":{{\"image\":\"IMAGE\"}}}}'   # now {}",
+                    ns_flag(rs),
+                    rs.runner.name_any(),
+                    rs.runner.spec.image
+                )
+            } else {
+                format!("kubectl {} describe pod {}", ns_flag(rs), prob.pod)
+            };
+            out.push(Finding::error(code, runner_ref(rs), prob.sentence()).fix(fix));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{self, pod};
+    use super::*;
+    use serde_json::json;
+
+    fn waiting(reason: &str) -> Pod {
+        pod(
+            "web-1",
+            json!({ "phase": "Pending", "containerStatuses": [{ "name": "app", "ready": false, "restartCount": 0,
+                "image": "x", "imageID": "", "state": { "waiting": { "reason": reason, "message": "m" } } }] }),
+        )
+    }
+
+    #[test]
+    fn pod_waiting_reasons_are_reported_by_name() {
+        let cases: &[(&str, Option<Code>)] = &[
+            ("ImagePullBackOff", Some(Code::PodWaiting)),
+            ("ErrImagePull", Some(Code::PodWaiting)),
+            ("CrashLoopBackOff", Some(Code::PodWaiting)),
+            ("ContainerCreating", None),
+        ];
+        for (reason, want) in cases {
+            let mut s = fixtures::healthy();
+            s.runners[0].pods = vec![waiting(reason)];
+            let f = check(&s, &s.runners[0]);
+            assert_eq!(f.first().map(|f| f.code), *want, "{reason}");
+            if let Some(f) = f.first() {
+                assert!(f.message.contains(reason) && f.message.contains("web-1"), "{}", f.message);
+            }
+        }
+    }
+
+    #[test]
+    fn an_unschedulable_pod_carries_the_scheduler_message() {
+        let mut s = fixtures::healthy();
+        s.runners[0].pods = vec![pod(
+            "web-1",
+            json!({ "phase": "Pending", "conditions": [{ "type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "0/1 nodes are available: 1 Insufficient cpu." }] }),
+        )];
+        let f = check(&s, &s.runners[0]);
+        assert_eq!(f[0].code, Code::PodUnschedulable);
+        assert!(f[0].message.contains("Insufficient cpu"), "{}", f[0].message);
+    }
+
+    #[test]
+    fn a_deployment_past_its_progress_deadline_is_an_error() {
+        let mut s = fixtures::healthy();
+        let st = s.runners[0].deployment.as_mut().unwrap().status.as_mut().unwrap();
+        st.conditions = Some(vec![fixtures::from(json!({ "type": "Progressing", "status": "False",
+            "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"web-1\" has timed out progressing." }))]);
+        let f = check(&s, &s.runners[0]);
+        assert_eq!(f[0].code, Code::ProgressDeadlineExceeded);
+        assert!(f[0].message.contains("timed out"), "{}", f[0].message);
+    }
+
+    #[test]
+    fn healthy_pods_say_nothing() {
+        let s = fixtures::healthy();
+        assert!(check(&s, &s.runners[0]).is_empty());
+    }
+}

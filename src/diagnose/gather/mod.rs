@@ -1,0 +1,179 @@
+//! The only diagnose code that calls the API: reads the installation, the
+//! manager, the ServiceAccount's access and the Runners in scope into a
+//! [`Snapshot`]. Read-only, except for creating SubjectAccessReviews (which
+//! store nothing).
+//!
+//! Gathering never fails: an unreachable cluster is `Snapshot::cluster`, any
+//! other failed read is a [`Gap`], so the user still gets every finding that
+//! could be computed.
+//!
+//! ```text
+//! version ─► CRD, manager (Deployment, Pods, Lease) ─► ServiceAccount, SARs, bindings
+//!                                                  └─► Runners ─► children, Pods, Events
+//!                                                      ... churn window ... Runners again
+//! ```
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use super::snapshot::*;
+use crate::api::CRD_NAME;
+use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
+
+mod access;
+mod runners;
+
+/// What to diagnose.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Namespaces whose Runners to read; empty means all namespaces.
+    pub namespaces: Vec<String>,
+    /// One Runner by name (needs exactly one namespace).
+    pub name: Option<String>,
+    /// Whose permissions to check; `None`: the in-cluster manager's
+    /// ServiceAccount (from its Deployment), else the installed default.
+    pub service_account: Option<ServiceAccountRef>,
+    pub thresholds: Thresholds,
+    /// How long to wait before reading the Runners a second time to detect
+    /// churn; zero skips the second read.
+    pub churn_window: Duration,
+}
+
+/// Collects failed reads as [`Gap`]s.
+#[derive(Debug, Default)]
+pub(crate) struct Gaps(pub Vec<Gap>);
+
+impl Gaps {
+    /// The value, or `None` after recording why `what` failed.
+    pub fn take<T>(&mut self, what: impl Into<String>, r: kube::Result<T>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.0.push(Gap { what: what.into(), error: crate::error::describe_kube(&e) });
+                None
+            }
+        }
+    }
+}
+
+/// Reads everything the checks need. See the module docs for the order.
+pub async fn gather(client: &Client, req: &Request) -> Snapshot {
+    let now = Timestamp::now();
+    let scope = Scope { namespaces: req.namespaces.clone(), name: req.name.clone() };
+    let mut s = Snapshot {
+        now,
+        scope,
+        thresholds: req.thresholds,
+        cluster: Err(String::new()),
+        crd: None,
+        expected_crd: crate::manifests::crd(),
+        manager: ManagerState::default(),
+        service_account: req.service_account.clone().unwrap_or_else(default_service_account),
+        service_account_exists: None,
+        access: vec![],
+        grants: vec![],
+        runners: vec![],
+        gaps: vec![],
+    };
+    match client.apiserver_version().await {
+        Ok(v) => s.cluster = Ok(v.git_version),
+        Err(e) => {
+            s.cluster = Err(crate::error::describe_kube(&e));
+            return s;
+        }
+    }
+    let mut gaps = Gaps::default();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let (crd, manager) = tokio::join!(crds.get_opt(CRD_NAME), read_manager(client));
+    s.crd = gaps.take(format!("get CustomResourceDefinition {CRD_NAME}"), crd).flatten();
+    let (manager, manager_gaps) = manager;
+    s.manager = manager;
+    gaps.0.extend(manager_gaps.0);
+    if req.service_account.is_none()
+        && let Some(sa) = deployment_service_account(s.manager.deployment.as_ref())
+    {
+        s.service_account = sa;
+    }
+
+    let watched = watched_namespaces(&s, req);
+    let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), &s.service_account.namespace);
+    let t0 = Instant::now();
+    let (sa, (access, grants, access_gaps), runners) = tokio::join!(
+        sa_api.get_opt(&s.service_account.name),
+        access::read(client, &s.service_account, &watched),
+        runners::read(client, req, s.crd.is_some()),
+    );
+    s.service_account_exists =
+        gaps.take(format!("get ServiceAccount {}", s.service_account), sa).map(|sa| sa.is_some());
+    if s.service_account_exists != Some(false) {
+        s.access = access;
+        s.grants = grants;
+        gaps.0.extend(access_gaps.0);
+    }
+    let (runners, runner_gaps) = runners;
+    s.runners = runners;
+    gaps.0.extend(runner_gaps.0);
+    if !req.churn_window.is_zero() && !s.runners.is_empty() {
+        tokio::time::sleep(req.churn_window.saturating_sub(t0.elapsed())).await;
+        let elapsed = t0.elapsed();
+        runners::resample(client, &mut s.runners, elapsed).await;
+    }
+    s.gaps = gaps.0;
+    s
+}
+
+/// `runner-system/runner-controller-manager`.
+pub fn default_service_account() -> ServiceAccountRef {
+    ServiceAccountRef { namespace: MANAGER_NAMESPACE.into(), name: MANAGER_NAME.into() }
+}
+
+/// The ServiceAccount the in-cluster manager's Pods run as.
+fn deployment_service_account(d: Option<&Deployment>) -> Option<ServiceAccountRef> {
+    let spec = d?.spec.template.spec.as_ref()?;
+    let name = spec.service_account_name.clone().filter(|n| !n.is_empty())?;
+    Some(ServiceAccountRef { namespace: MANAGER_NAMESPACE.into(), name })
+}
+
+/// Namespaces to check the Watched permissions in: the ones asked about;
+/// with `-A`, the in-cluster manager's `--namespace`s if it has any (a
+/// namespace-scoped install has no cluster-wide grants), else "" (all).
+fn watched_namespaces(s: &Snapshot, req: &Request) -> Vec<String> {
+    if !req.namespaces.is_empty() {
+        return req.namespaces.clone();
+    }
+    match super::checks::manager::view(s).watched {
+        Some(ns) => ns,
+        None => vec![String::new()],
+    }
+}
+
+/// The manager's Deployment, its Pods and the leader Lease.
+async fn read_manager(client: &Client) -> (ManagerState, Gaps) {
+    let mut gaps = Gaps::default();
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
+    let (dep, lease) = tokio::join!(deps.get_opt(MANAGER_NAME), leases.get_opt(LEADER_LEASE));
+    let deployment = gaps.take(format!("get Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME}"), dep).flatten();
+    let lease = gaps.take(format!("get Lease {MANAGER_NAMESPACE}/{LEADER_LEASE}"), lease).flatten();
+    let selector = deployment.as_ref().and_then(|d| {
+        let labels = d.spec.selector.match_labels.clone()?;
+        Some(labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","))
+    });
+    let mut pods = vec![];
+    if let Some(sel) = selector.filter(|s| !s.is_empty()) {
+        let api: Api<Pod> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
+        let listed = api.list(&ListParams::default().labels(&sel)).await;
+        pods = gaps
+            .take(format!("list manager Pods in {MANAGER_NAMESPACE}"), listed)
+            .map(|l| l.items)
+            .unwrap_or_default();
+    }
+    (ManagerState { deployment, pods, lease }, gaps)
+}

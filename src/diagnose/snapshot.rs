@@ -1,0 +1,177 @@
+//! Everything the checks look at, read once by `gather` and then only
+//! inspected. Keeping the API reads here (and nowhere in `checks`) is what
+//! lets every rule be a pure function with a table-driven unit test.
+//!
+//! A read that failed is not fatal: it becomes a [`Gap`], and the checks that
+//! needed it stay silent while `gather-incomplete` says what could not be seen.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
+
+use crate::api::Runner;
+use crate::rbac::Permission;
+
+/// The gathered state of the installation and the Runners in scope.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// When gathering started; every age is measured from here.
+    pub now: Timestamp,
+    pub scope: Scope,
+    pub thresholds: Thresholds,
+    /// The apiserver's version, or why it could not be reached.
+    pub cluster: Result<String, String>,
+    /// The live Runner CRD; `None` when it is not installed.
+    pub crd: Option<CustomResourceDefinition>,
+    /// The CRD this binary generates, to compare against.
+    pub expected_crd: CustomResourceDefinition,
+    pub manager: ManagerState,
+    /// The ServiceAccount whose permissions are checked.
+    pub service_account: ServiceAccountRef,
+    /// `None` when the ServiceAccount could not be read; `Some(false)` when it
+    /// does not exist.
+    pub service_account_exists: Option<bool>,
+    /// One answer per (namespace, permission, verb).
+    pub access: Vec<AccessCheck>,
+    /// The (Cluster)RoleBindings that grant something to the ServiceAccount,
+    /// with the rules of the role they point at.
+    pub grants: Vec<Grant>,
+    pub runners: Vec<RunnerState>,
+    /// Reads that failed.
+    pub gaps: Vec<Gap>,
+}
+
+/// Which Runners were asked about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// Namespaces whose Runners were read; empty means all namespaces.
+    pub namespaces: Vec<String>,
+    /// A single Runner by name (then `namespaces` has exactly one entry).
+    pub name: Option<String>,
+}
+
+impl Scope {
+    pub fn all_namespaces(&self) -> bool {
+        self.namespaces.is_empty()
+    }
+}
+
+/// How long something may be mid-change before it counts as stuck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Deleting, catching up with a new generation, creating children, or
+    /// becoming Ready may take this long before it is reported.
+    pub grace: Duration,
+    /// Events older than this are ignored.
+    pub since: Duration,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds { grace: Duration::from_secs(30), since: Duration::from_secs(3600) }
+    }
+}
+
+/// `namespace/name` of a ServiceAccount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccountRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ServiceAccountRef {
+    /// The user name RBAC sees: `system:serviceaccount:NS:NAME`.
+    pub fn user(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
+    }
+
+    /// The groups every ServiceAccount token carries.
+    pub fn groups(&self) -> Vec<String> {
+        vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace)]
+    }
+}
+
+impl std::fmt::Display for ServiceAccountRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The in-cluster manager, as far as it can be seen.
+#[derive(Debug, Clone, Default)]
+pub struct ManagerState {
+    /// `runner-system/runner-controller-manager`, if it exists.
+    pub deployment: Option<Deployment>,
+    /// The Pods its selector matches.
+    pub pods: Vec<Pod>,
+    /// The leader-election Lease, if any manager ever ran with `--leader-elect`.
+    pub lease: Option<Lease>,
+}
+
+/// One SubjectAccessReview's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessCheck {
+    /// "" means cluster-wide (all namespaces).
+    pub namespace: String,
+    pub permission: &'static Permission,
+    pub verb: &'static str,
+    pub allowed: bool,
+    /// The authorizer's reason or evaluation error, when it gave one.
+    pub reason: String,
+}
+
+/// A binding that applies to the ServiceAccount and what it grants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    /// `RoleBinding` or `ClusterRoleBinding`.
+    pub binding_kind: String,
+    /// "" for a ClusterRoleBinding.
+    pub binding_namespace: String,
+    pub binding_name: String,
+    /// `Role` or `ClusterRole`.
+    pub role_kind: String,
+    pub role_name: String,
+    /// The role's rules; empty when the role does not exist.
+    pub rules: Vec<PolicyRule>,
+}
+
+/// A Runner and what it should have made.
+#[derive(Debug, Clone)]
+pub struct RunnerState {
+    pub runner: Runner,
+    /// The same-name objects in the Runner's namespace, whoever owns them.
+    pub deployment: Option<Deployment>,
+    pub service: Option<Service>,
+    pub ingress: Option<Ingress>,
+    /// Pods labelled with this Runner's UID.
+    pub pods: Vec<Pod>,
+    /// Events about this Runner (core/v1 view), newest last.
+    pub events: Vec<Event>,
+    /// A second look after the churn window; `None` when not sampled.
+    pub resample: Option<Resample>,
+}
+
+/// The Runner and its children read twice, `elapsed` apart: a changed
+/// resourceVersion with nothing else changed is a hot loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resample {
+    pub elapsed: Duration,
+    /// The Runner at the second look (`None`: gone by then).
+    pub runner: Option<Runner>,
+    /// resourceVersions of the same-name (Deployment, Service, Ingress) at the
+    /// second look; the first look is in [`RunnerState`].
+    pub children_after: [Option<String>; 3],
+}
+
+/// A read that failed, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// What could not be read: "list Runners in ns", "SubjectAccessReview".
+    pub what: String,
+    pub error: String,
+}

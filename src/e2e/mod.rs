@@ -1,0 +1,181 @@
+//! `kubectl runner e2e`: proves the whole Runner lifecycle on whatever
+//! cluster the kubeconfig points at, in a temporary namespace, and cleans up
+//! only what it created (the namespace; the CRD only if it installed it).
+//!
+//! ```text
+//! preflight ─► namespace (+CRD) ─► manager (in-process | running) ─► steps ─► cleanup
+//!                                                                    │ each: run, time, oracle
+//!                                                                    ▼
+//!                                                              Report (table or JSON)
+//! ```
+pub mod report;
+pub mod steps;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+pub use report::{Report, StepResult};
+
+use crate::api::CRD_NAME;
+use crate::error::{Error, Result};
+
+/// Label on the namespaces e2e creates.
+pub const E2E_LABEL: &str = "lab.cloudlab.training/e2e";
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Use the manager already running in the cluster instead of starting one.
+    pub use_running_manager: bool,
+    /// Leave the namespace (and CRD) for inspection.
+    pub keep: bool,
+    /// The image the Runners use (kwok and kind both accept any for the
+    /// lifecycle; on kind it must be pullable).
+    pub image: String,
+    /// The image the rollout step changes to.
+    pub image_update: String,
+    /// Per-step timeout.
+    pub timeout: Duration,
+    /// Where to dump Events and objects when a step fails.
+    pub artifacts: std::path::PathBuf,
+}
+
+/// Runs preflight, the steps, and cleanup. Returns the report whether the
+/// steps passed or not; Err only when setup itself failed.
+pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) -> Result<Report> {
+    let started = Instant::now();
+    let ns = format!("runner-e2e-{:06x}", rand::random::<u32>() & 0xffffff);
+    create_namespace(&client, &ns).await?;
+    let installed_crd = match ensure_crd(&client).await {
+        Ok(installed) => installed,
+        Err(e) => {
+            delete_namespace(&client, &ns).await;
+            return Err(e);
+        }
+    };
+    let mut manager = None;
+    if !opts.use_running_manager {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let cfg = crate::manager::Config::namespaced(&ns);
+        let task = tokio::spawn(crate::manager::run(client.clone(), cfg, async move {
+            let _ = rx.await;
+        }));
+        manager = Some((tx, task));
+    }
+
+    let ctx = steps::Ctx { client: client.clone(), ns: ns.clone(), opts: opts.clone() };
+    let mut results = Vec::new();
+    let lifecycle = async {
+        for step in steps::all() {
+            let t = Instant::now();
+            let outcome = tokio::time::timeout(opts.timeout, (step.run)(&ctx)).await;
+            let (ok, detail) = match outcome {
+                Ok(Ok(detail)) => (true, detail),
+                Ok(Err(e)) => (false, e.to_string()),
+                Err(_) => (false, format!("timed out after {:?}", opts.timeout)),
+            };
+            let r =
+                StepResult { name: step.name.to_string(), ok, seconds: t.elapsed().as_secs_f64(), detail };
+            progress(&r);
+            results.push(r);
+            if !ok {
+                break;
+            }
+        }
+    };
+    let interrupted = tokio::select! {
+        _ = lifecycle => false,
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    let failed = interrupted || results.iter().any(|r| !r.ok);
+    let artifacts = if failed { steps::dump_artifacts(&ctx).await.ok() } else { None };
+
+    if let Some((tx, task)) = manager {
+        let _ = tx.send(());
+        if let Ok(Err(e)) = task.await {
+            results.push(StepResult {
+                name: "manager".into(),
+                ok: false,
+                seconds: 0.0,
+                detail: e.to_string(),
+            });
+        }
+    }
+    if !opts.keep {
+        delete_namespace(&client, &ns).await;
+        if installed_crd {
+            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+            let _ = crds.delete(CRD_NAME, &DeleteParams::default()).await;
+        }
+    }
+    Ok(Report {
+        namespace: ns,
+        installed_crd,
+        kept: opts.keep,
+        interrupted,
+        steps: results,
+        seconds: started.elapsed().as_secs_f64(),
+        artifacts: artifacts.map(|p| p.display().to_string()),
+    })
+}
+
+/// A context name that looks like production: e2e refuses it without --yes.
+pub fn looks_like_production(context: &str) -> bool {
+    let c = context.to_lowercase();
+    ["prod", "production", "live"]
+        .iter()
+        .any(|w| c.split(|ch: char| !ch.is_alphanumeric()).any(|part| part == *w))
+}
+
+async fn create_namespace(client: &Client, ns: &str) -> Result<()> {
+    let obj: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": ns, "labels": { E2E_LABEL: "true" } } }))
+            .map_err(|e| Error::Other(e.to_string()))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &obj)
+        .await
+        .map_err(|e| Error::api("create", "Namespace", "", ns, e))?;
+    Ok(())
+}
+
+async fn delete_namespace(client: &Client, ns: &str) {
+    let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::background()).await;
+}
+
+/// Installs the CRD when absent; true when this run installed it.
+async fn ensure_crd(client: &Client) -> Result<bool> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt(CRD_NAME).await.map_err(|e| Error::api("get", "CRD", "", CRD_NAME, e))?.is_some() {
+        return Ok(false);
+    }
+    let crd = crate::manifests::crd();
+    crds.patch(CRD_NAME, &PatchParams::apply(crate::api::FIELD_MANAGER), &Patch::Apply(&crd))
+        .await
+        .map_err(|e| Error::api("apply", "CRD", "", CRD_NAME, e))?;
+    let cond = kube::runtime::conditions::is_crd_established();
+    tokio::time::timeout(Duration::from_secs(30), kube::runtime::wait::await_condition(crds, CRD_NAME, cond))
+        .await
+        .map_err(|_| Error::Other("the CRD did not become Established in 30 s".into()))?
+        .map_err(|e| Error::Other(e.to_string()))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_looking_contexts_are_recognised() {
+        for c in ["prod", "gke_acme_prod-eu", "Production", "live-cluster"] {
+            assert!(looks_like_production(c), "{c}");
+        }
+        for c in ["kind-handbook-lab", "dev", "staging", "product-demo", "kwok-local"] {
+            assert!(!looks_like_production(c), "{c}");
+        }
+    }
+}

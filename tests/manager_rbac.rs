@@ -1,0 +1,105 @@
+//! The seeds' worst bug was "manager Ready, no children": its ServiceAccount
+//! could not list Deployments. Here the manager runs *as its ServiceAccount*
+//! (impersonated), with only the generated RBAC, and must still do its job.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kubectl_runner::api::{Phase, Runner, RunnerSpec};
+use kubectl_runner::manifests::{self, LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, RbacScope};
+use support::{TestNs, ensure_crd, wait_for};
+
+const T: Duration = Duration::from_secs(60);
+
+async fn apply_generated_rbac(client: &kube::Client) {
+    for m in manifests::rbac(&RbacScope::Cluster) {
+        let name = m.object.metadata.name.clone().unwrap();
+        let api: Api<DynamicObject> = match &m.object.metadata.namespace {
+            Some(ns) if m.namespaced => Api::namespaced_with(client.clone(), ns, &m.resource),
+            _ => Api::all_with(client.clone(), &m.resource),
+        };
+        api.patch(&name, &PatchParams::apply("kubectl-runner-tests").force(), &Patch::Apply(&m.object))
+            .await
+            .unwrap_or_else(|e| panic!("apply {}: {e}", m.describe()));
+    }
+}
+
+async fn as_manager_service_account() -> kube::Client {
+    let mut cfg = kube::Config::infer().await.unwrap();
+    cfg.auth_info.impersonate = Some(format!("system:serviceaccount:{MANAGER_NAMESPACE}:{MANAGER_NAME}"));
+    cfg.auth_info.impersonate_groups =
+        Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{MANAGER_NAMESPACE}")]);
+    kube::Client::try_from(cfg).unwrap()
+}
+
+#[tokio::test]
+async fn the_manager_does_its_job_with_only_the_generated_rbac() {
+    let ns = TestNs::new("rbac").await;
+    ensure_crd(&ns.client).await;
+    apply_generated_rbac(&ns.client).await;
+    let sa = as_manager_service_account().await;
+
+    // Every permission in the list is granted, in the watched namespace and
+    // for the Lease in the manager's namespace.
+    let missing = wait_for("RBAC to settle", T, || {
+        let (sa, ns) = (sa.clone(), ns.name.clone());
+        async move {
+            let m = kubectl_runner::manager::preflight::missing_permissions(
+                &sa,
+                Some(&ns),
+                Some(MANAGER_NAMESPACE),
+            )
+            .await
+            .ok()?;
+            m.is_empty().then_some(m)
+        }
+    })
+    .await;
+    assert!(missing.is_empty());
+
+    let mut cfg = kubectl_runner::manager::Config::namespaced(&ns.name);
+    cfg.leader_elect = true;
+    cfg.identity = format!("rbac-test-{}", ns.name);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let mgr = tokio::spawn(kubectl_runner::manager::run(sa.clone(), cfg.clone(), async move {
+        let _ = rx.await;
+    }));
+
+    let runners = ns.api::<Runner>();
+    let spec =
+        RunnerSpec { image: "nginx".into(), replicas: 2, port: 80, host: Some("rbac.example.test".into()) };
+    runners.create(&PostParams::default(), &Runner::new("web", spec)).await.unwrap();
+    wait_for("Runner Available via the ServiceAccount", T, || {
+        let runners = runners.clone();
+        async move {
+            let r = runners.get("web").await.ok()?;
+            (r.status?.phase == Phase::Available).then_some(())
+        }
+    })
+    .await;
+    let lease =
+        Api::<Lease>::namespaced(ns.client.clone(), MANAGER_NAMESPACE).get(LEADER_LEASE).await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some(cfg.identity.as_str()));
+
+    runners.delete("web", &DeleteParams::default()).await.unwrap();
+    let deps = ns.api::<Deployment>();
+    wait_for("Runner and Deployment gone", T, || {
+        let (runners, deps) = (runners.clone(), deps.clone());
+        async move {
+            let gone =
+                runners.get_opt("web").await.ok()?.is_none() && deps.get_opt("web").await.ok()?.is_none();
+            gone.then_some(())
+        }
+    })
+    .await;
+    let _ = tx.send(());
+    mgr.await.unwrap().expect("manager ran without error as its ServiceAccount");
+    // On shutdown the Lease is released for the next manager.
+    let lease =
+        Api::<Lease>::namespaced(ns.client.clone(), MANAGER_NAMESPACE).get(LEADER_LEASE).await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, None);
+}
