@@ -72,3 +72,22 @@ pub fn confirm(question: &str, yes: bool) -> Result<()> {
         .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
     if answer { Ok(()) } else { Err(Error::Other("aborted: not confirmed".into())) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yes_skips_the_question() {
+        assert!(confirm("delete everything?", true).is_ok());
+    }
+
+    #[test]
+    fn without_a_terminal_and_without_yes_the_answer_is_a_refusal_naming_the_flag() {
+        if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            return; // run by hand in a terminal: the prompt would wait for a human
+        }
+        let err = confirm("delete everything?", false).unwrap_err().to_string();
+        assert!(err.contains("--yes"), "{err}");
+    }
+}
