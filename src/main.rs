@@ -6,6 +6,10 @@ use clap::Parser;
 use kubectl_runner::cli::{self, Cli, exit};
 
 fn main() -> ExitCode {
+    // kubectl's plugin completion protocol; its words are not our flags.
+    if std::env::args().nth(1).as_deref() == Some("__complete") {
+        return cli::completion::main_complete(std::env::args().skip(2).collect());
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -30,6 +34,11 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e}");
+            // An API error's message already holds the apiserver's reason in
+            // one line; its source chain would repeat it as a debug dump.
+            if matches!(e, kubectl_runner::error::Error::Api { .. }) {
+                return ExitCode::from(exit::FAILURE);
+            }
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
                 eprintln!("  caused by: {s}");

@@ -1,11 +1,317 @@
-//! `kubectl runner create` (being written).
+//! `kubectl runner create NAME --image IMG ...` and `create -f FILE`.
+//!
+//! Flags or a manifest become validated Runners ([`from_flags`],
+//! [`from_manifests`], both pure) before anything connects; then
+//! [`create_runner`] POSTs each with `fieldValidation=Strict`, and with
+//! `--wait` [`wait_ready`] polls until the manager reports it Available.
 
-use super::Globals;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kube::api::PostParams;
+use kube::{Resource, ResourceExt};
+
+use super::args::{DryRun, ObjectFormat, parse_duration, validate_name};
+use super::output;
+use super::progress::Progress;
+use super::{Ctx, Globals};
+use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Phase, Runner, RunnerSpec, condition};
 use crate::error::{Error, Result};
 
-#[derive(Debug, clap::Args)]
-pub struct CreateArgs {}
+const AFTER_HELP: &str = "\
+Examples:
+  kubectl runner create web --image nginx:1.27
+  kubectl runner create web --image nginx:1.27 --replicas 2 --host web.example.com --wait
+  kubectl runner create web --image nginx:1.27 --dry-run=client -o yaml > web.yaml
+  kubectl runner create -f web.yaml";
 
-pub async fn run(_g: &Globals, _a: CreateArgs) -> Result<u8> {
-    Err(Error::Other("not implemented yet".into()))
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct CreateArgs {
+    /// Name of the Runner (also the name of its Deployment and Service).
+    #[arg(required_unless_present = "filename", conflicts_with = "filename")]
+    pub name: Option<String>,
+    /// Container image, e.g. nginx:1.27.
+    #[arg(long, required_unless_present = "filename", conflicts_with = "filename")]
+    pub image: Option<String>,
+    /// Number of Pods (1..=3).
+    #[arg(long, default_value_t = DEFAULT_REPLICAS, allow_negative_numbers = true)]
+    pub replicas: i32,
+    /// Container port the Service forwards to (1..=65535).
+    #[arg(long, default_value_t = DEFAULT_PORT, allow_negative_numbers = true)]
+    pub port: i32,
+    /// Host name; makes an Ingress that routes it to the Service.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Create from a Runner manifest (several YAML documents allowed; `-` is stdin).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub filename: Option<PathBuf>,
+    /// Wait until each Runner is Available.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits, e.g. 90s or 2m.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// client: print what would be sent; server: let the apiserver validate, store nothing.
+    #[arg(long, value_enum, default_value_t, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
+    pub dry_run: DryRun,
+    /// Print the created object instead of a one-line summary.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<ObjectFormat>,
+}
+
+/// A Runner from flags, validated with the same bounds as the CRD schema.
+pub fn from_flags(name: &str, namespace: &str, spec: RunnerSpec) -> Result<Runner> {
+    validate_name(name)?;
+    spec.validate().map_err(Error::Invalid)?;
+    let mut r = Runner::new(name, spec);
+    r.metadata.namespace = Some(namespace.to_string());
+    Ok(r)
+}
+
+/// Runners from YAML documents. Each must be a `Runner` of this group and
+/// version; unknown spec fields are rejected (the type denies them), a
+/// missing namespace becomes `default_ns`, and every spec is validated.
+pub fn from_manifests(text: &str, default_ns: &str) -> Result<Vec<Runner>> {
+    use serde::Deserialize;
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = serde_yaml::Value::deserialize(doc)
+            .map_err(|e| Error::Invalid(format!("document {}: not YAML: {e}", i + 1)))?;
+        if value.is_null() {
+            continue;
+        }
+        let at = |msg: String| Error::Invalid(format!("document {}: {msg}", i + 1));
+        let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
+        let kind = value.get("kind").and_then(|v| v.as_str()).unwrap_or("");
+        let want = Runner::api_version(&());
+        if kind != "Runner" || api_version != want {
+            return Err(at(format!(
+                "expected apiVersion {want}, kind Runner; got {api_version:?}, {kind:?}"
+            )));
+        }
+        let mut r: Runner = serde_yaml::from_value(value).map_err(|e| at(e.to_string()))?;
+        let name = r.metadata.name.clone().ok_or_else(|| at("metadata.name is required".into()))?;
+        validate_name(&name).map_err(|e| at(e.to_string()))?;
+        r.spec.validate().map_err(|e| at(format!("{name}: {e}")))?;
+        r.metadata.namespace.get_or_insert_with(|| default_ns.to_string());
+        out.push(r);
+    }
+    if out.is_empty() {
+        return Err(Error::Invalid("the file holds no Runner".into()));
+    }
+    Ok(out)
+}
+
+/// POSTs `runner` with `fieldValidation=Strict` (kube's `PostParams` has no
+/// such field, so the query parameter is added to the built request), and
+/// `dryRun=All` when `server_dry_run`. Returns what the apiserver stored.
+pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> Result<Runner> {
+    let ns = runner.namespace().unwrap_or_else(|| ctx.namespace.clone());
+    let name = runner.name_any();
+    let api_err = |e| Error::api("create", "Runner", &ns, &name, e);
+    let pp = PostParams { dry_run: server_dry_run, field_manager: Some(FIELD_MANAGER.into()) };
+    let body = serde_json::to_vec(runner).map_err(|e| Error::Other(format!("cannot encode Runner: {e}")))?;
+    let mut req = kube::core::Request::new(Runner::url_path(&(), Some(&ns)))
+        .create(&pp, body)
+        .map_err(|e| api_err(kube::Error::BuildRequest(e)))?;
+    let uri = format!("{}&fieldValidation=Strict", req.uri());
+    *req.uri_mut() = uri.parse().map_err(|e| Error::Other(format!("cannot build request URI: {e}")))?;
+    ctx.client.request::<Runner>(req).await.map_err(|e| match e {
+        e if super::get::crd_missing_message(&e) => Error::CrdMissing,
+        e => api_err(e),
+    })
+}
+
+/// True when the status describes the current spec and says Available.
+pub fn is_ready(r: &Runner) -> bool {
+    let Some(st) = &r.status else { return false };
+    let current = st.observed_generation >= r.metadata.generation && r.metadata.generation.is_some();
+    let ready = st.conditions.iter().any(|c| c.type_ == condition::READY && c.status == "True");
+    current && ready && st.phase == Phase::Available && st.ready_replicas >= r.spec.replicas
+}
+
+/// A short progress line from a Runner's status.
+pub fn progress_line(r: &Runner) -> String {
+    match &r.status {
+        None => format!("waiting for the manager to pick up {}", r.name_any()),
+        Some(st) => format!(
+            "{}: {} {}/{} ready{}",
+            r.name_any(),
+            st.phase,
+            st.ready_replicas,
+            r.spec.replicas,
+            st.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default()
+        ),
+    }
+}
+
+/// Polls until [`is_ready`] or `timeout`. `on_change` sees each new state
+/// (the CLI feeds a spinner; `e2e` can log). On timeout the error names the
+/// last state and suggests `diagnose`.
+pub async fn wait_ready(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+    on_change: &mut dyn FnMut(&Runner),
+) -> Result<Runner> {
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let r = super::get::get_one(ctx, ns, name).await?;
+        if is_ready(&r) {
+            return Ok(r);
+        }
+        let line = progress_line(&r);
+        if line != last {
+            on_change(&r);
+            last = line;
+        }
+        if start.elapsed() >= timeout {
+            let hint =
+                if r.status.is_none() { "; no status was written: is the manager running?" } else { "" };
+            return Err(Error::Other(format!(
+                "timed out after {}s waiting for Runner {ns}/{name} to be Available; last state: {last}{hint}; \
+                 run `kubectl runner diagnose {name} -n {ns}`",
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub async fn run(g: &Globals, a: CreateArgs) -> Result<u8> {
+    // Parse and validate everything before connecting, so bad input exits 2
+    // without a kubeconfig.
+    let requested_ns = g.namespace.clone();
+    let runners = match (&a.filename, &a.name, &a.image) {
+        (Some(path), _, _) => {
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(path)
+            }
+            .map_err(|e| Error::Invalid(format!("cannot read {}: {e}", path.display())))?;
+            from_manifests(&text, requested_ns.as_deref().unwrap_or(""))?
+        }
+        (None, Some(name), Some(image)) => {
+            let spec =
+                RunnerSpec { image: image.clone(), replicas: a.replicas, port: a.port, host: a.host.clone() };
+            vec![from_flags(name, requested_ns.as_deref().unwrap_or(""), spec)?]
+        }
+        _ => return Err(Error::Invalid("give NAME and --image, or -f FILE".into())),
+    };
+    if a.dry_run == DryRun::Client {
+        // Nothing is sent; the namespace is left out when the user gave none,
+        // as `kubectl create --dry-run=client` does.
+        let mut text = String::new();
+        for mut r in runners {
+            if r.metadata.namespace.as_deref() == Some("") {
+                r.metadata.namespace = None;
+            }
+            text += &render(&r, a.output, "created", Some("dry run"));
+        }
+        return output::emit(&text).map(|()| super::exit::OK);
+    }
+    let ctx = g.connect().await?;
+    let mut text = String::new();
+    for mut r in runners {
+        if r.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+            r.metadata.namespace = Some(ctx.namespace.clone());
+        }
+        let server_dry = a.dry_run == DryRun::Server;
+        let created = create_runner(&ctx, &r, server_dry).await?;
+        let mut shown = created.clone();
+        if a.wait && !server_dry {
+            let ns = created.namespace().unwrap_or_default();
+            let progress = Progress::spinner(format!("waiting for {} to be Available", created.name_any()));
+            let mut on_change = |r: &Runner| progress.set(progress_line(r));
+            shown = wait_ready(&ctx, &ns, &created.name_any(), a.timeout, &mut on_change).await?;
+        }
+        let suffix = server_dry.then_some("server dry run");
+        text += &render(&shown, a.output, "created", suffix);
+        if a.wait && !server_dry && a.output.is_none() {
+            text += &format!("{}\n", progress_line(&shown));
+        }
+    }
+    output::emit(&text)?;
+    Ok(super::exit::OK)
+}
+
+fn render(r: &Runner, format: Option<ObjectFormat>, verb: &str, suffix: Option<&str>) -> String {
+    match format {
+        None => output::action_line(&r.name_any(), verb, suffix),
+        Some(f) => output::runners(std::slice::from_ref(r), f.into(), true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(replicas: i32) -> RunnerSpec {
+        RunnerSpec { image: "nginx".into(), replicas, port: 80, host: None }
+    }
+
+    #[test]
+    fn four_replicas_fail_naming_the_field_and_the_allowed_range() {
+        let err = from_flags("web", "ns", spec(4)).unwrap_err();
+        assert!(matches!(err, Error::Invalid(_)));
+        assert!(err.to_string().contains("spec.replicas: 4 is out of range; allowed 1..=3"), "{err}");
+    }
+
+    #[test]
+    fn flags_become_a_runner_in_the_given_namespace() {
+        let r = from_flags("web", "ns", spec(2)).unwrap();
+        assert_eq!(r.namespace().as_deref(), Some("ns"));
+        assert_eq!(r.spec.replicas, 2);
+    }
+
+    #[test]
+    fn a_manifest_with_two_documents_gives_two_runners() {
+        let text = "apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: a}\nspec: {image: nginx}\n---\n\
+                    apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: b, namespace: x}\nspec: {image: nginx, replicas: 3}\n";
+        let rs = from_manifests(text, "d").unwrap();
+        assert_eq!(rs.len(), 2);
+        assert_eq!(rs[0].namespace().as_deref(), Some("d"));
+        assert_eq!(rs[0].spec.replicas, DEFAULT_REPLICAS);
+        assert_eq!(rs[1].namespace().as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn an_unknown_spec_field_in_a_manifest_is_rejected() {
+        let text = "apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: a}\nspec: {image: nginx, replica: 2}\n";
+        let err = from_manifests(text, "d").unwrap_err().to_string();
+        assert!(err.contains("replica"), "{err}");
+    }
+
+    #[test]
+    fn a_manifest_of_another_kind_is_rejected() {
+        let err =
+            from_manifests("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n", "d").unwrap_err().to_string();
+        assert!(err.contains("kind Runner"), "{err}");
+    }
+
+    #[test]
+    fn a_runner_is_ready_only_when_its_status_is_current_and_available() {
+        let mut r = from_flags("web", "ns", spec(1)).unwrap();
+        assert!(!is_ready(&r));
+        r.metadata.generation = Some(2);
+        r.status = Some(crate::api::RunnerStatus {
+            observed_generation: Some(1),
+            ready_replicas: 1,
+            phase: Phase::Available,
+            conditions: vec![
+                serde_json::from_value(serde_json::json!({
+                "type": "Ready", "status": "True", "reason": "Available", "message": "",
+                "lastTransitionTime": "2024-01-01T00:00:00Z" }))
+                .unwrap(),
+            ],
+            ..Default::default()
+        });
+        assert!(!is_ready(&r), "a status for an older generation is not ready");
+        r.status.as_mut().unwrap().observed_generation = Some(2);
+        assert!(is_ready(&r));
+    }
 }

@@ -1,11 +1,259 @@
-//! `kubectl runner delete` (being written).
+//! `kubectl runner delete NAME... [--wait] [--timeout]`.
+//!
+//! [`delete`] sends the deletes; [`wait_gone`] polls until the Runner (held
+//! by the manager's cleanup finalizer) and its children are gone, and on
+//! timeout returns what is still there, as data, so the message can name it
+//! and point at `diagnose`.
 
-use super::Globals;
-use crate::error::{Error, Result};
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::DeleteParams;
+
+use super::args::{parse_duration, validate_name};
+use super::children::{self, Children};
+use super::output;
+use super::progress::Progress;
+use super::{Ctx, Globals};
+use crate::api::Runner;
+use crate::error::{Error, Result, is_not_found};
+
+const AFTER_HELP: &str = "\
+Examples:
+  kubectl runner delete web
+  kubectl runner delete web api --wait --timeout 2m
+  kubectl runner delete web --ignore-not-found";
 
 #[derive(Debug, clap::Args)]
-pub struct DeleteArgs {}
+#[command(after_help = AFTER_HELP)]
+pub struct DeleteArgs {
+    /// Runners to delete.
+    #[arg(required = true)]
+    pub names: Vec<String>,
+    /// Wait until each Runner and its Deployment, Service, Ingress and Pods are gone.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits, e.g. 90s or 2m.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Succeed when a Runner does not exist.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+}
 
-pub async fn run(_g: &Globals, _a: DeleteArgs) -> Result<u8> {
-    Err(Error::Other("not implemented yet".into()))
+/// What a delete call found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    /// The delete was accepted; the UID identifies this incarnation, so a
+    /// Runner re-created under the same name is not waited for.
+    Accepted {
+        name: String,
+        uid: Option<String>,
+    },
+    NotFound {
+        name: String,
+    },
+}
+
+/// Deletes each Runner in `ns`. A missing one is reported, not an error.
+pub async fn delete(ctx: &Ctx, ns: &str, names: &[String]) -> Result<Vec<Deleted>> {
+    let api = super::get::runners_api(ctx, Some(ns));
+    let mut out = Vec::new();
+    for name in names {
+        let uid = match api.get(name).await {
+            Ok(r) => r.uid(),
+            Err(e) if super::get::crd_missing_message(&e) => {
+                return Err(Error::CrdMissing);
+            }
+            Err(e) if is_not_found(&e) => {
+                out.push(Deleted::NotFound { name: name.clone() });
+                continue;
+            }
+            Err(e) => return Err(Error::api("get", "Runner", ns, name, e)),
+        };
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => out.push(Deleted::Accepted { name: name.clone(), uid }),
+            Err(e) if is_not_found(&e) => out.push(Deleted::NotFound { name: name.clone() }),
+            Err(e) => return Err(Error::api("delete", "Runner", ns, name, e)),
+        }
+    }
+    Ok(out)
+}
+
+/// What is left of a deleted Runner: empty means gone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Remaining(pub Vec<String>);
+
+impl Remaining {
+    pub fn is_gone(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Pure: which of the Runner (with its finalizers) and its children still
+/// exist. Children are counted only when they belong to the deleted UID.
+pub fn remaining(runner: Option<&Runner>, uid: Option<&str>, c: &Children) -> Remaining {
+    let mut left = Vec::new();
+    if let Some(r) = runner.filter(|r| uid.is_none() || r.uid().as_deref() == uid) {
+        let fins = r.finalizers().join(", ");
+        left.push(if fins.is_empty() { "Runner".into() } else { format!("Runner (finalizer {fins})") });
+    }
+    let owned = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.owner_references.iter().flatten().any(|o| Some(o.uid.as_str()) == uid)
+    };
+    if let Some(d) = c.deployment.as_ref().filter(|d| owned(&d.metadata)) {
+        left.push(format!("Deployment {}", d.name_any()));
+    }
+    if let Some(s) = c.service.as_ref().filter(|s| owned(&s.metadata)) {
+        left.push(format!("Service {}", s.name_any()));
+    }
+    if let Some(i) = c.ingress.as_ref().filter(|i| owned(&i.metadata)) {
+        left.push(format!("Ingress {}", i.name_any()));
+    }
+    if !c.pods.is_empty() {
+        left.push(format!("{} Pod(s)", c.pods.len()));
+    }
+    Remaining(left)
+}
+
+/// Polls every 500 ms until [`remaining`] is empty or `timeout`;
+/// `on_change` sees each new remainder. Returns the last remainder, empty
+/// when everything is gone.
+pub async fn wait_gone(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+    timeout: Duration,
+    on_change: &mut dyn FnMut(&Remaining),
+) -> Result<Remaining> {
+    let start = Instant::now();
+    let mut last = Remaining(vec!["?".into()]);
+    loop {
+        let runner = super::get::get_opt(ctx, ns, name).await?;
+        let kids = children::fetch(&ctx.client, ns, name, uid).await?;
+        let left = remaining(runner.as_ref(), uid, &kids);
+        if left.is_gone() || start.elapsed() >= timeout {
+            return Ok(left);
+        }
+        if left != last {
+            on_change(&left);
+            last = left;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Deletes and, when `timeout` is given, waits; an error if anything is
+/// left at the deadline. The whole sequence `e2e` needs in one call.
+pub async fn delete_and_wait(
+    ctx: &Ctx,
+    ns: &str,
+    names: &[String],
+    timeout: Option<Duration>,
+) -> Result<Vec<Deleted>> {
+    let deleted = delete(ctx, ns, names).await?;
+    if let Some(t) = timeout {
+        for d in &deleted {
+            if let Deleted::Accepted { name, uid } = d {
+                let left = wait_gone(ctx, ns, name, uid.as_deref(), t, &mut |_| {}).await?;
+                check_gone(ns, name, t, &left)?;
+            }
+        }
+    }
+    Ok(deleted)
+}
+
+fn check_gone(ns: &str, name: &str, timeout: Duration, left: &Remaining) -> Result<()> {
+    if left.is_gone() {
+        return Ok(());
+    }
+    Err(Error::Other(format!(
+        "timed out after {}s deleting Runner {ns}/{name}; still there: {}; run `kubectl runner diagnose {name} -n {ns}`",
+        timeout.as_secs(),
+        left.0.join(", ")
+    )))
+}
+
+pub async fn run(g: &Globals, a: DeleteArgs) -> Result<u8> {
+    for n in &a.names {
+        validate_name(n)?;
+    }
+    let ctx = g.connect().await?;
+    let ns = ctx.namespace.clone();
+    let deleted = delete(&ctx, &ns, &a.names).await?;
+    let mut text = String::new();
+    let mut missing = Vec::new();
+    for d in &deleted {
+        match d {
+            Deleted::NotFound { name } => missing.push(name.clone()),
+            Deleted::Accepted { name, uid } => {
+                if a.wait {
+                    let progress = Progress::spinner(format!("deleting {name}"));
+                    let mut on_change = |l: &Remaining| {
+                        progress.set(format!("deleting {name}: waiting for {}", l.0.join(", ")))
+                    };
+                    let left = wait_gone(&ctx, &ns, name, uid.as_deref(), a.timeout, &mut on_change).await?;
+                    drop(progress);
+                    if let Err(e) = check_gone(&ns, name, a.timeout, &left) {
+                        output::emit(&text)?;
+                        return Err(e);
+                    }
+                }
+                text += &output::action_line(name, "deleted", None);
+            }
+        }
+    }
+    output::emit(&text)?;
+    if !missing.is_empty() && !a.ignore_not_found {
+        return Err(Error::Other(format!("Runner(s) not found in namespace {ns}: {}", missing.join(", "))));
+    }
+    Ok(super::exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn runner(fins: &[&str]) -> Runner {
+        serde_json::from_value(json!({
+            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+            "metadata": { "name": "web", "uid": "u1", "finalizers": fins },
+            "spec": { "image": "nginx" },
+        }))
+        .unwrap()
+    }
+
+    fn deployment_owned_by(uid: &str) -> k8s_openapi::api::apps::v1::Deployment {
+        serde_json::from_value(json!({ "metadata": { "name": "web", "ownerReferences": [
+            { "apiVersion": "v1", "kind": "Runner", "name": "web", "uid": uid, "controller": true }] } }))
+        .unwrap()
+    }
+
+    #[test]
+    fn nothing_left_means_gone() {
+        assert!(remaining(None, Some("u1"), &Children::default()).is_gone());
+    }
+
+    #[test]
+    fn a_runner_held_by_its_finalizer_and_an_owned_deployment_are_both_named() {
+        let c = Children { deployment: Some(deployment_owned_by("u1")), ..Default::default() };
+        let left = remaining(Some(&runner(&["lab.cloudlab.training/cleanup"])), Some("u1"), &c);
+        assert_eq!(left.0, vec!["Runner (finalizer lab.cloudlab.training/cleanup)", "Deployment web"]);
+    }
+
+    #[test]
+    fn a_recreated_runner_and_a_stranger_deployment_do_not_count() {
+        let c = Children { deployment: Some(deployment_owned_by("other")), ..Default::default() };
+        assert!(remaining(Some(&runner(&[])), Some("u0"), &c).is_gone());
+    }
+
+    #[test]
+    fn the_timeout_message_says_what_is_left_and_suggests_diagnose() {
+        let err = check_gone("ns", "web", Duration::from_secs(5), &Remaining(vec!["Service web".into()]))
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("Service web") && msg.contains("kubectl runner diagnose web -n ns"), "{msg}");
+    }
 }

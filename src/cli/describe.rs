@@ -1,11 +1,131 @@
-//! `kubectl runner describe` (being written).
+//! `kubectl runner describe NAME`: gathers the Runner, its children and
+//! the recent Events of all of them into a [`Description`] (API reads
+//! only), which `output::describe` renders.
 
-use super::Globals;
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use super::args::validate_name;
+use super::children::{self, ChildSummary};
+use super::output;
+use super::{Ctx, Globals};
+use crate::api::Runner;
 use crate::error::{Error, Result};
 
-#[derive(Debug, clap::Args)]
-pub struct DescribeArgs {}
+/// How many Events `describe` shows, newest last.
+pub const MAX_EVENTS: usize = 20;
 
-pub async fn run(_g: &Globals, _a: DescribeArgs) -> Result<u8> {
-    Err(Error::Other("not implemented yet".into()))
+const AFTER_HELP: &str = "\
+Examples:
+  kubectl runner describe web
+  kubectl runner describe web -n team-a";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct DescribeArgs {
+    /// Runner to describe.
+    pub name: String,
+}
+
+/// Everything `describe` shows, as data.
+#[derive(Debug, Clone)]
+pub struct Description {
+    pub runner: Runner,
+    pub children: Vec<ChildSummary>,
+    /// Events of the Runner, its children and their Pods, oldest first.
+    pub events: Vec<Event>,
+}
+
+/// Reads the Runner, its children, and Events in its namespace.
+pub async fn describe(ctx: &Ctx, ns: &str, name: &str) -> Result<Description> {
+    let runner = super::get::get_one(ctx, ns, name).await?;
+    let kids = children::fetch(&ctx.client, ns, name, runner.uid().as_deref()).await?;
+    let summaries = children::summarize(&runner, &kids);
+    let mut uids: HashSet<String> = runner.uid().into_iter().collect();
+    uids.extend(kids.deployment.iter().filter_map(|d| d.uid()));
+    uids.extend(kids.service.iter().filter_map(|s| s.uid()));
+    uids.extend(kids.ingress.iter().filter_map(|i| i.uid()));
+    uids.extend(kids.pods.iter().filter_map(|p| p.uid()));
+    let all = Api::<Event>::namespaced(ctx.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::api("list", "Event", ns, "", e))?
+        .items;
+    Ok(Description { runner, children: summaries, events: related_events(all, &uids, name) })
+}
+
+/// Events about one of `uids`, or about a ReplicaSet of the Runner's
+/// Deployment (named `NAME-<hash>`; the hash has no '-', so Runner
+/// `web-2`'s ReplicaSets are not taken for `web`'s), oldest first, at most [`MAX_EVENTS`].
+pub fn related_events(events: Vec<Event>, uids: &HashSet<String>, name: &str) -> Vec<Event> {
+    let rs_prefix = format!("{name}-");
+    let mut out: Vec<Event> = events
+        .into_iter()
+        .filter(|e| {
+            let o = &e.involved_object;
+            o.uid.as_ref().is_some_and(|u| uids.contains(u))
+                || (o.kind.as_deref() == Some("ReplicaSet")
+                    && o.name
+                        .as_deref()
+                        .and_then(|n| n.strip_prefix(&rs_prefix))
+                        .is_some_and(|h| !h.contains('-')))
+        })
+        .collect();
+    out.sort_by_key(output::event_time);
+    let skip = out.len().saturating_sub(MAX_EVENTS);
+    out.drain(..skip);
+    out
+}
+
+pub async fn run(g: &Globals, a: DescribeArgs) -> Result<u8> {
+    validate_name(&a.name)?;
+    let ctx = g.connect().await?;
+    let d = describe(&ctx, &ctx.namespace.clone(), &a.name).await?;
+    output::emit(&output::describe(&d, k8s_openapi::jiff::Timestamp::now()))?;
+    Ok(super::exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(uid: &str, kind: &str, name: &str, at: &str) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": format!("{name}.{at}") },
+            "involvedObject": { "uid": uid, "kind": kind, "name": name },
+            "lastTimestamp": at,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_events_of_the_runner_its_children_and_replicasets_are_kept_oldest_first() {
+        let uids: HashSet<String> = ["r".to_string(), "d".to_string()].into();
+        let events = vec![
+            event("d", "Deployment", "web", "2024-01-01T00:00:02Z"),
+            event("x", "Deployment", "other", "2024-01-01T00:00:00Z"),
+            event("r", "Runner", "web", "2024-01-01T00:00:01Z"),
+            event("q", "ReplicaSet", "web-5d9f", "2024-01-01T00:00:03Z"),
+            event("q2", "ReplicaSet", "webby-1", "2024-01-01T00:00:04Z"),
+            event("q3", "ReplicaSet", "web-2-abc", "2024-01-01T00:00:05Z"),
+        ];
+        let kept: Vec<String> = related_events(events, &uids, "web")
+            .iter()
+            .map(|e| e.involved_object.uid.clone().unwrap())
+            .collect();
+        assert_eq!(kept, vec!["r", "d", "q"]);
+    }
+
+    #[test]
+    fn at_most_the_newest_twenty_events_are_kept() {
+        let uids: HashSet<String> = ["r".to_string()].into();
+        let events: Vec<Event> =
+            (0..30).map(|i| event("r", "Runner", "web", &format!("2024-01-01T00:00:{i:02}Z"))).collect();
+        let kept = related_events(events, &uids, "web");
+        assert_eq!(kept.len(), MAX_EVENTS);
+        assert_eq!(kept[0].last_timestamp.as_ref().unwrap().0.to_string(), "2024-01-01T00:00:10Z");
+    }
 }

@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{Error, Result};
 
+pub mod args;
+pub mod children;
 pub mod completion;
 pub mod create;
 pub mod delete;
@@ -16,6 +18,7 @@ pub mod get;
 pub mod install;
 pub mod manifests;
 pub mod output;
+pub mod progress;
 pub mod run_manager;
 pub mod scale;
 

@@ -8,6 +8,7 @@
 //!                                                                    ▼
 //!                                                              Report (table or JSON)
 //! ```
+pub mod oracle;
 pub mod report;
 pub mod steps;
 
@@ -74,11 +75,18 @@ pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) 
         for step in steps::all() {
             let t = Instant::now();
             let outcome = tokio::time::timeout(opts.timeout, (step.run)(&ctx)).await;
-            let (ok, detail) = match outcome {
+            let (mut ok, mut detail) = match outcome {
                 Ok(Ok(detail)) => (true, detail),
                 Ok(Err(e)) => (false, e.to_string()),
                 Err(_) => (false, format!("timed out after {:?}", opts.timeout)),
             };
+            if ok {
+                let errors = oracle::errors(&client, &ns, opts.use_running_manager).await;
+                if !errors.is_empty() {
+                    ok = false;
+                    detail = format!("diagnose found errors: {}", errors.join("; "));
+                }
+            }
             let r =
                 StepResult { name: step.name.to_string(), ok, seconds: t.elapsed().as_secs_f64(), detail };
             progress(&r);

@@ -1,0 +1,138 @@
+//! Flag types several subcommands share: output formats, `--dry-run`,
+//! durations and object names. Parsing here is pure, so a bad value fails
+//! with exit code 2 before anything connects to a cluster.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// `-o` for `get`: how a list of Runners is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GetFormat {
+    /// Columns like `kubectl get`.
+    #[default]
+    Table,
+    /// The table plus children and the Ready condition's reason.
+    Wide,
+    Yaml,
+    Json,
+    /// `runner.lab.cloudlab.training/NAME`, one per line.
+    Name,
+}
+
+/// `-o` for commands that print the object they changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ObjectFormat {
+    Yaml,
+    Json,
+    Name,
+}
+
+impl From<ObjectFormat> for GetFormat {
+    fn from(f: ObjectFormat) -> GetFormat {
+        match f {
+            ObjectFormat::Yaml => GetFormat::Yaml,
+            ObjectFormat::Json => GetFormat::Json,
+            ObjectFormat::Name => GetFormat::Name,
+        }
+    }
+}
+
+/// `--dry-run`, as kubectl spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DryRun {
+    /// Really do it.
+    #[default]
+    None,
+    /// Validate locally and print; send nothing.
+    Client,
+    /// Send with `dryRun=All`: the apiserver validates, stores nothing.
+    Server,
+}
+
+/// Parses a Go-style duration (`90s`, `2m`, `1m30s`, `500ms`, `1h`) or a bare
+/// number of seconds, the way `kubectl --timeout` accepts it.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration; use e.g. 90s, 2m, 1m30s");
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            _ => return Err(bad()),
+        };
+        total += unit * u32::try_from(n).map_err(|_| bad())?;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+/// A Runner's name becomes its Deployment's and Service's name, and a
+/// Service name must be a DNS-1035 label: checking here turns a confusing
+/// manager-side failure into a usage error naming the rule.
+pub fn validate_name(name: &str) -> Result<()> {
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[b.len() - 1] != b'-';
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "metadata.name: {name:?} must be a DNS-1035 label (lowercase letters, digits and '-', \
+             starting with a letter, ending with a letter or digit, at most 63 characters), \
+             because it names the Runner's Service"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_kubectl_spellings() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn durations_without_a_known_unit_are_rejected() {
+        for bad in ["", "s", "5x", "1.5s", "m5", "-1s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_must_be_dns_1035_labels() {
+        for ok in ["web", "a", "web-2", &"a".repeat(63)] {
+            assert!(validate_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "Web", "2web", "web-", "we_b", "a.b", &"a".repeat(64)] {
+            let err = validate_name(bad).unwrap_err().to_string();
+            assert!(err.contains("metadata.name"), "{err}");
+        }
+    }
+}
