@@ -27,6 +27,11 @@ churning (a hot loop) and who writes it.
 A manager started with `kubectl runner run-manager` without --leader-elect
 leaves no trace in the cluster and cannot be seen.
 
+-o json (stable; fields are only added): {apiVersion: diagnose.kubectl-runner/v1,
+scope: {namespaces, name}, summary: {errors, warnings, info, runners},
+findings: [{code, severity: error|warning|info, object: {kind, namespace, name},
+message, evidence: [..], fix}]}
+
 Permissions diagnose itself needs (it is read-only except for --fix):
   create  subjectaccessreviews.authorization.k8s.io
   get     customresourcedefinitions.apiextensions.k8s.io
@@ -289,5 +294,6 @@ mod tests {
         assert!(help.contains("subjectaccessreviews.authorization.k8s.io"), "{help}");
         assert!(help.contains("3  errors found"), "{help}");
         assert!(help.contains("without --leader-elect"), "{help}");
+        assert!(help.contains(crate::diagnose::report::API_VERSION), "{help}");
     }
 }

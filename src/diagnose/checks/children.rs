@@ -149,8 +149,9 @@ fn foreign_finding(rs: &RunnerState, kind: &str, meta: &ObjectMeta) -> Finding {
         )
         .fix(format!("rename the Runner, or {delete} if it is not needed")),
     };
-    if let Some(m) = meta.managed_fields.iter().flatten().find_map(|m| m.manager.clone()) {
-        f = f.evidence(format!("created by field manager {m:?}"));
+    let writers = spec_writers(meta);
+    if !writers.is_empty() {
+        f = f.evidence(format!("written by field manager {}", writers.join(", ")));
     }
     match meta.labels.as_ref().and_then(|l| l.get(RUNNER_UID_LABEL)) {
         Some(v) if *v == uid => {}
@@ -166,6 +167,20 @@ fn foreign_finding(rs: &RunnerState, kind: &str, meta: &ObjectMeta) -> Finding {
         f = f.evidence(format!("Event AdoptionRefused: {}", e.message.clone().unwrap_or_default()));
     }
     f
+}
+
+/// Field managers that wrote the object itself (not its status), quoted:
+/// who made it, e.g. `"kubectl-create"` or `"helm"`.
+fn spec_writers(meta: &ObjectMeta) -> Vec<String> {
+    let mut out: Vec<String> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
+        .filter_map(|m| m.manager.as_ref().map(|n| format!("{n:?}")))
+        .collect();
+    out.dedup();
+    out
 }
 
 fn ingress_finding(rs: &RunnerState) -> Option<Finding> {
@@ -322,8 +337,19 @@ mod tests {
         r.runner.status.as_mut().unwrap().conditions[1] = fixtures::from(serde_json::json!({
             "type": "ChildrenOwned", "status": "False", "reason": "AdoptionRefused",
             "message": "Deployment app/web is not owned by this Runner", "lastTransitionTime": fixtures::ago(10) }));
+        r.deployment.as_mut().unwrap().metadata.managed_fields = Some(vec![
+            fixtures::from(
+                serde_json::json!({ "manager": "kube-controller-manager", "operation": "Update", "subresource": "status" }),
+            ),
+            fixtures::from(serde_json::json!({ "manager": "kubectl-create", "operation": "Update" })),
+        ]);
         let f = &check(&s, &s.runners[0])[0];
         assert!(f.evidence.iter().any(|e| e.contains("AdoptionRefused")), "{:#?}", f.evidence);
+        assert!(
+            f.evidence.contains(&"written by field manager \"kubectl-create\"".to_string()),
+            "{:#?}",
+            f.evidence
+        );
         assert!(f.fix.as_deref().unwrap().contains("delete deployment web"), "{:?}", f.fix);
     }
 }

@@ -102,7 +102,7 @@ pub fn view(s: &Snapshot) -> View {
     View { deployment_ready, lease, watched }
 }
 
-/// The values of `--namespace=X` / `--namespace X` in a command line.
+/// The values of `--namespace=X`, `--namespace X`, `-n X` in a command line.
 fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out = vec![];
     let mut next = false;
@@ -112,7 +112,7 @@ fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
             next = false;
         } else if let Some(v) = a.strip_prefix("--namespace=") {
             out.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from));
-        } else if a == "--namespace" {
+        } else if a == "--namespace" || a == "-n" {
             next = true;
         }
     }
@@ -338,8 +338,8 @@ mod tests {
 
     #[test]
     fn namespace_flags_limit_the_watch() {
-        let args = ["run-manager", "--namespace=a", "--namespace", "b", "--leader-elect"];
-        assert_eq!(namespace_args(args.map(String::from)), ["a", "b"]);
+        let args = ["run-manager", "--namespace=a", "--namespace", "b", "-n", "c", "--leader-elect"];
+        assert_eq!(namespace_args(args.map(String::from)), ["a", "b", "c"]);
         let mut s = fixtures::healthy();
         let d = s.manager.deployment.as_mut().unwrap();
         d.spec.template.spec.as_mut().unwrap().containers[0].args = Some(vec!["--namespace=other".into()]);

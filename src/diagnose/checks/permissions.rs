@@ -2,6 +2,10 @@
 //! --as=system:serviceaccount:NS:SA` answers them: every denied (verb,
 //! resource, namespace) from [`crate::rbac::PERMISSIONS`] is one finding,
 //! `can't VERB RESOURCE in NS`, with the commands that grant exactly it.
+//! When nothing at all is granted in a watched namespace, that is one finding
+//! with the install command instead of thirty. The Lease permissions are
+//! asked in the ServiceAccount's own namespace (where its Pod, and so its
+//! Lease, lives).
 //! Over-broad grants (wildcards, secrets, cluster-admin) on the
 //! ServiceAccount's bindings are warnings: the manager needs none of them.
 
@@ -9,6 +13,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
 
 use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{AccessCheck, Grant, ServiceAccountRef, Snapshot};
+use crate::rbac::Scope;
 
 /// True when a binding with these subjects applies to the ServiceAccount
 /// (directly, as its user name, or through the ServiceAccount groups).
@@ -72,13 +77,21 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
 
 fn denials(s: &Snapshot, sa_ref: &ObjectRef) -> Vec<Finding> {
     let sa = &s.service_account;
-    let mut namespaces: Vec<&str> = s.access.iter().map(|a| a.namespace.as_str()).collect();
-    namespaces.dedup();
+    // (namespace, scope) groups in first-seen order.
+    let mut groups: Vec<(&str, Scope)> = vec![];
+    for a in &s.access {
+        let key = (a.namespace.as_str(), a.permission.scope);
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
     let mut out = vec![];
-    for ns in namespaces {
-        let here: Vec<&AccessCheck> = s.access.iter().filter(|a| a.namespace == ns).collect();
+    for (ns, scope) in groups {
+        let here: Vec<&AccessCheck> =
+            s.access.iter().filter(|a| a.namespace == ns && a.permission.scope == scope).collect();
         let denied: Vec<&AccessCheck> = here.iter().copied().filter(|a| !a.allowed).collect();
-        if denied.len() > 1 && denied.len() == here.len() {
+        // Nothing bound at all: one finding with the install command, not 30.
+        if scope == Scope::Watched && denied.len() > 1 && denied.len() == here.len() {
             out.push(
                 Finding::error(
                     Code::PermissionDenied,
@@ -223,6 +236,40 @@ mod tests {
             f[0].message,
             format!("can't do anything the manager needs in app: all {n} checks denied")
         );
+    }
+
+    #[test]
+    fn several_watched_namespaces_are_each_reported_once() {
+        let mut s = fixtures::healthy();
+        // Interleaved as gather produces them: per permission, per namespace.
+        s.access = crate::rbac::PERMISSIONS
+            .iter()
+            .flat_map(|p| {
+                let nss: &[&str] = if p.scope == Scope::Watched { &["a", "b"] } else { &["runner-system"] };
+                nss.iter().flat_map(move |ns| {
+                    p.verbs.iter().map(move |verb| AccessCheck {
+                        namespace: ns.to_string(),
+                        permission: p,
+                        verb,
+                        allowed: !(p.resource == "services" && *verb == "list"),
+                        reason: String::new(),
+                    })
+                })
+            })
+            .collect();
+        let msgs: Vec<String> = check(&s).into_iter().map(|f| f.message).collect();
+        assert_eq!(msgs, ["can't list services in a", "can't list services in b"]);
+    }
+
+    #[test]
+    fn lease_denials_are_listed_one_by_one_not_summarised() {
+        let mut s = fixtures::healthy();
+        for a in s.access.iter_mut().filter(|a| a.permission.scope == Scope::ManagerNamespace) {
+            a.allowed = false;
+        }
+        let f = check(&s);
+        assert_eq!(f.len(), 3, "{f:#?}");
+        assert_eq!(f[0].message, "can't get leases.coordination.k8s.io in runner-system");
     }
 
     #[test]
