@@ -66,7 +66,7 @@ async fn a_runner_gets_a_finalizer_and_owned_deployment_and_service() {
     let st = r.status.clone().unwrap();
     assert_eq!(st.url.as_deref(), Some(format!("http://web.{}.svc.cluster.local", ns.name).as_str()));
     assert_eq!(st.selector, Some(format!("{RUNNER_UID_LABEL}={}", r.uid().unwrap())));
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -93,7 +93,7 @@ async fn a_settled_runner_makes_no_writes() {
         dep_before.metadata.generation, dep_after.metadata.generation,
         "Deployment spec was rewritten"
     );
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -127,7 +127,7 @@ async fn ready_is_false_until_the_pods_are_ready_then_true() {
     create(&ns, "slow", spec("nginx", 3)).await;
     let readies = tokio::time::timeout(T, seen).await.expect("Runner became Ready").unwrap();
     assert_eq!(readies, vec!["False".to_string(), "True".to_string()], "Ready went False -> True");
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -148,7 +148,7 @@ async fn scaling_through_the_spec_and_the_scale_subresource_reaches_the_deployme
     assert_eq!(ns.api::<Deployment>().get("web").await.unwrap().spec.replicas, Some(2));
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.status.unwrap().replicas, 2);
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -195,7 +195,7 @@ async fn a_same_name_foreign_deployment_is_left_untouched_and_reported() {
             && e.type_.as_deref() == Some("Warning")),
         "a Warning Event AdoptionRefused was recorded"
     );
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -230,7 +230,7 @@ async fn a_deleted_child_comes_back_and_an_edited_field_is_reverted() {
     })
     .await;
     wait_ready(&ns, "web", 2).await;
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -256,7 +256,7 @@ async fn an_image_change_rolls_out_through_the_same_deployment() {
             && p.spec.as_ref().is_some_and(|s| s.containers[0].image.as_deref() == Some("nginx:1.27"))
     });
     assert_eq!(running_new.count(), 2);
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -277,7 +277,7 @@ async fn a_host_makes_an_ingress_and_removing_it_removes_the_ingress() {
         async move { ings.get_opt("web").await.ok().and_then(|o| o.is_none().then_some(())) }
     })
     .await;
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -309,7 +309,7 @@ async fn deleting_a_runner_removes_its_children_before_the_runner_disappears() {
         events.items.iter().find(|e| e.reason.as_deref() == Some("Deleted")).expect("a Deleted Event");
     let note = deleted.note.clone().unwrap_or_default();
     assert!(note.contains("nginx:1.27") && note.contains("2 replicas"), "{note}");
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]
@@ -334,7 +334,7 @@ async fn without_a_manager_a_deleted_runner_waits_with_its_finalizer_then_comple
     })
     .await;
     assert!(ns.api::<Deployment>().get_opt("web").await.unwrap().is_none());
-    mgr.stop().await;
+    mgr.stop_after_cleanup(&ns).await;
 }
 
 #[tokio::test]

@@ -140,6 +140,20 @@ impl ManagerHandle {
         ManagerHandle { stop: Some(tx), join: Some(join) }
     }
 
+    /// Deletes every Runner left in `ns` and waits until the manager has
+    /// cleaned them up, then stops it: a namespace deleted later holds no
+    /// Runner whose finalizer nobody would ever remove.
+    pub async fn stop_after_cleanup(self, ns: &TestNs) {
+        let runners: Api<kubectl_runner::api::Runner> = ns.api();
+        let _ = runners.delete_collection(&DeleteParams::default(), &Default::default()).await;
+        wait_for("the test's Runners to be cleaned up", Duration::from_secs(60), || {
+            let runners = runners.clone();
+            async move { runners.list(&Default::default()).await.ok().filter(|l| l.items.is_empty()).map(|_| ()) }
+        })
+        .await;
+        self.stop().await;
+    }
+
     /// Graceful stop; panics if the manager failed.
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
