@@ -19,7 +19,7 @@ cd "$root"
 
 N=${RUNNER_BENCH_N:-100}
 IDLE=${RUNNER_BENCH_IDLE:-60}
-IMAGE=${RUNNER_BENCH_IMAGE:-registry.example/bench:1}
+IMAGE=${RUNNER_BENCH_IMAGE:-bench:1}
 NS=runner-bench
 # Always our own cluster: never inherit a name or state dir that could point
 # at someone else's (down.sh deletes the state dir).

@@ -282,7 +282,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     let ok = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["create", ns, n, rest @ ..] if rest.len() <= 1 => {
             let n: usize = n.parse().map_err(|e| anyhow::anyhow!("N={n:?}: {e}\n{usage}"))?;
-            let image = rest.first().copied().unwrap_or("registry.example/bench:1");
+            let image = rest.first().copied().unwrap_or("bench:1");
             create(client, ns, n, image).await?
         }
         ["delete", ns] => delete(client, ns).await?,
