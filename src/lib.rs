@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod diagnose;
 pub mod e2e;
 pub mod error;

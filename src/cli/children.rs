@@ -14,6 +14,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{RUNNER_UID_LABEL, Runner};
+use crate::client::scoped as api;
 use crate::error::{Error, Result, is_not_found};
 
 /// The objects named like a Runner in its namespace, whoever owns them, and
@@ -101,17 +102,6 @@ pub async fn index(client: &kube::Client, ns: Option<&str>) -> Result<BTreeMap<(
 
 fn key<K: ResourceExt>(o: &K) -> (String, String) {
     (o.namespace().unwrap_or_default(), o.name_any())
-}
-
-fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }
 
 /// True when `obj` has a controller ownerReference to `runner`'s UID.

@@ -128,6 +128,8 @@ impl Globals {
             None => kube::Config::infer().await.map_err(|e| Error::Kubeconfig(e.to_string()))?,
         };
         let namespace = self.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+        let mut config = config;
+        crate::client::identify(&mut config);
         let client = kube::Client::try_from(config).map_err(|e| Error::Kubeconfig(e.to_string()))?;
         Ok(Ctx { client, namespace, all_namespaces: self.all_namespaces })
     }

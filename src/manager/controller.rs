@@ -8,23 +8,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::Api;
+use kube::Client;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use tracing::{info, warn};
 
 use super::leader::{self, LeaseConfig};
 use super::metrics::Metrics;
+use super::pod_problems::PodProblems;
 use super::reconcile::{Context, Stores, error_policy, reconcile};
-use super::{preflight, server};
+use super::{preflight, server, trim};
 use crate::api::{RUNNER_UID_LABEL, Runner};
+use crate::client::scoped;
 use crate::error::{Error, Result};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 
@@ -68,15 +69,14 @@ impl Config {
     }
 }
 
-fn api<K>(client: &Client, ns: &Option<String>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
+/// Reconciles in flight at once. Each holds one pooled HTTP/1.1 connection
+/// while it writes; a few keep creation fast without a burst of TLS
+/// handshakes and connections when a thousand Runners arrive together.
+const CONCURRENCY: u16 = 4;
+
+/// Objects per page of a watch's initial list: the largest transient
+/// allocation at startup and on every relist.
+const LIST_PAGE: u32 = 100;
 
 /// Runs until `shutdown` resolves (SIGINT/SIGTERM in the binary) or, with
 /// leader election, until leadership is lost (an error: the process should
@@ -138,37 +138,53 @@ pub async fn run(
         }
     };
 
-    let children = watcher::Config::default().labels(RUNNER_UID_LABEL);
+    // Every cache is label-filtered and trimmed before it is stored.
+    let children = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
+    let ns = cfg.namespace.as_deref();
     let (deployments, dep_w) = reflector::store::<Deployment>();
     let (services, svc_w) = reflector::store::<Service>();
     let (ingresses, ing_w) = reflector::store::<Ingress>();
-    let (pods, pod_w) = reflector::store::<Pod>();
-    let ns = &cfg.namespace;
-    let dep_stream = watcher(api::<Deployment>(&client, ns), children.clone())
+    let (runners, runner_w) = reflector::store::<Runner>();
+    let dep_stream = watcher(scoped::<Deployment>(&client, ns), children.clone())
         .default_backoff()
+        .modify(trim::deployment)
         .reflect(dep_w)
         .touched_objects();
-    let svc_stream = watcher(api::<Service>(&client, ns), children.clone())
+    let svc_stream = watcher(scoped::<Service>(&client, ns), children.clone())
         .default_backoff()
+        .modify(trim::service)
         .reflect(svc_w)
         .touched_objects();
-    let ing_stream = watcher(api::<Ingress>(&client, ns), children.clone())
+    let ing_stream = watcher(scoped::<Ingress>(&client, ns), children.clone())
         .default_backoff()
+        .modify(trim::ingress)
         .reflect(ing_w)
         .touched_objects();
-    // Pods only matter through their status; their metadata is enough to map
-    // them to a Runner (the `instance` label carries the Runner's name).
-    let pod_stream =
-        watcher(api::<Pod>(&client, ns), children).default_backoff().reflect(pod_w).touched_objects();
+    let runner_stream = watcher(scoped::<Runner>(&client, ns), watcher::Config::default().page_size(LIST_PAGE))
+        .default_backoff()
+        .modify(trim::runner)
+        .reflect(runner_w)
+        .applied_objects();
+    // Pods are not cached: only stuck ones are remembered, and only a change
+    // in what a Runner would report triggers its pass.
+    let pods = PodProblems::default();
+    let pod_triggers = watcher(scoped::<Pod>(&client, ns), children).default_backoff().flat_map({
+        let pods = pods.clone();
+        move |event| {
+            let hits = match event {
+                Ok(ev) => pods.apply(ev),
+                Err(e) => {
+                    warn!(error = %e, "Pod watch");
+                    vec![]
+                }
+            };
+            stream::iter(hits)
+        }
+    });
 
     let stores = Stores { deployments, services, ingresses, pods };
     let reporter = Reporter { controller: MANAGER_NAME.into(), instance: Some(cfg.identity.clone()) };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        stores: stores.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
-        metrics,
-    });
+    let ctx = Arc::new(Context::new(client.clone(), stores.clone(), Recorder::new(client.clone(), reporter), metrics));
 
     // Ready once every store has its first list (reconcile waits for them too).
     tokio::spawn({
@@ -178,24 +194,20 @@ pub async fn run(
                 stores.deployments.wait_until_ready(),
                 stores.services.wait_until_ready(),
                 stores.ingresses.wait_until_ready(),
-                stores.pods.wait_until_ready()
             );
             ready.store(true, Ordering::Relaxed);
             info!("caches synced; reconciling");
         }
     });
 
-    let runners = api::<Runner>(&client, ns);
-    info!(namespace = ns.as_deref().unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
-    Controller::new(runners, watcher::Config::default())
-        .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
+    info!(namespace = ns.unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
+    let config = controller::Config::default().debounce(Duration::from_millis(200)).concurrency(CONCURRENCY);
+    Controller::for_stream(runner_stream, runners)
+        .with_config(config)
         .owns_stream(dep_stream)
         .owns_stream(svc_stream)
         .owns_stream(ing_stream)
-        .watches_stream(pod_stream, |pod: Pod| {
-            let name = pod.labels().get("app.kubernetes.io/instance")?.clone();
-            Some(ObjectRef::<Runner>::new(&name).within(&pod.namespace()?))
-        })
+        .reconcile_on(pod_triggers)
         .graceful_shutdown_on(stop)
         .run(
             |runner, ctx: Arc<Context>| async move {
@@ -204,7 +216,6 @@ pub async fn run(
                     s.deployments.wait_until_ready(),
                     s.services.wait_until_ready(),
                     s.ingresses.wait_until_ready(),
-                    s.pods.wait_until_ready()
                 );
                 reconcile(runner, ctx).await
             },

@@ -36,7 +36,7 @@ impl Default for Metrics {
         let reconciles = Counter::default();
         let errors = Family::<ReasonLabel, Counter>::default();
         let writes = Family::<WriteLabel, Counter>::default();
-        let duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]);
+        let duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
         registry.register("reconciles", "Reconcile passes", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconcile passes by reason", errors.clone());
         registry.register("writes", "API writes made by the reconciler, by operation", writes.clone());

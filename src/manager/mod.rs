@@ -2,19 +2,21 @@
 //! children equal to what the Runner declares.
 //!
 //! ```text
-//! watch Runners ─┐
+//! watch Runners ─┐ (trimmed)
 //! watch children ┼─► Controller ─► reconcile: desired (pure) ─► create/apply ─► status (pure) ─► patch
-//! watch Pods ────┘        ▲
+//! watch Pods ────┘ (only stuck ones kept: pod_problems)
 //!                 leader Lease, preflight (CRD + permissions), /metrics /healthz /readyz
 //! ```
 pub mod controller;
 pub mod desired;
 pub mod leader;
 pub mod metrics;
+pub mod pod_problems;
 pub mod preflight;
 pub mod reconcile;
 pub mod server;
 pub mod status;
+pub mod trim;
 
 pub use controller::{Config, run};
 

@@ -2,11 +2,12 @@
 //! `desired` and `status`), apply, patch. Every step is safe to repeat; a pass
 //! that finds nothing to change makes no API request at all.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -21,17 +22,19 @@ use tracing::{debug, info, warn};
 
 use super::desired;
 use super::metrics::Metrics;
+use super::pod_problems::PodProblems;
 use super::status::{self, Observed};
 use crate::api::{FIELD_MANAGER, FINALIZER, RUNNER_UID_LABEL, Runner, condition};
 use crate::error::{Error, Result};
 
-/// Reflector stores of the children (filtered by the UID label).
+/// Reflector stores of the children (filtered by the UID label, trimmed by
+/// [`super::trim`]) and the Pod problem view.
 #[derive(Clone)]
 pub struct Stores {
     pub deployments: Store<Deployment>,
     pub services: Store<Service>,
     pub ingresses: Store<Ingress>,
-    pub pods: Store<Pod>,
+    pub pods: PodProblems,
 }
 
 /// What every pass shares.
@@ -40,10 +43,22 @@ pub struct Context {
     pub stores: Stores,
     pub recorder: Recorder,
     pub metrics: Metrics,
+    /// Children this manager has sent a DELETE for, by Runner UID then child
+    /// UID: true once the apiserver answered "gone", false while the child
+    /// waits on finalizers of its own. The stores learn of a deletion a
+    /// moment later; this keeps a pass in that moment from deleting twice.
+    pub deleted: Mutex<HashMap<String, HashMap<String, bool>>>,
 }
 
-/// How long to wait between polls while children are being deleted.
-const CLEANUP_POLL: Duration = Duration::from_secs(1);
+impl Context {
+    pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Metrics) -> Self {
+        Context { client, stores, recorder, metrics, deleted: Mutex::default() }
+    }
+
+    fn deleted(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, bool>>> {
+        self.deleted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 /// A refused child is not watched (it lacks our label): look again this often.
 const REFUSED_RECHECK: Duration = Duration::from_secs(60);
 
@@ -98,16 +113,9 @@ async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
         }
     };
 
-    let pods: Vec<Arc<Pod>> = ctx
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(&ns) && p.labels().get(RUNNER_UID_LABEL) == Some(&uid))
-        .collect();
     let seen = Observed {
         deployment: deployment.as_ref(),
-        pods: pods.iter().map(|p| p.as_ref()).collect(),
+        pod_problem: ctx.stores.pods.first(&uid),
         refused: refused.clone(),
         ingress,
     };
@@ -227,8 +235,10 @@ fn static_kind(kind: &str) -> &'static str {
     }
 }
 
-/// Deletes the same-name child if it is ours and not already going, with a
-/// UID precondition. Returns true while a child of ours still exists.
+/// Deletes the same-name child if it is ours, once, with a UID
+/// precondition and background propagation (the garbage collector removes
+/// its ReplicaSets and Pods). Returns true while the child still exists:
+/// it has finalizers of its own, and its delete event brings the next pass.
 async fn delete_owned<K>(ctx: &Context, store: &Store<K>, runner: &Runner) -> Result<bool>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -242,49 +252,60 @@ where
     let Ownership::Ours(live) = ownership(store.get(&ObjectRef::new(&name).within(&ns)), &uid) else {
         return Ok(false);
     };
-    if live.meta().deletion_timestamp.is_none() {
-        let kind = K::kind(&()).to_string();
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions { uid: live.uid(), resource_version: None }),
-            propagation_policy: Some(kube::api::PropagationPolicy::Foreground),
-            ..Default::default()
-        };
-        let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-        match api.delete(&name, &dp).await {
-            Ok(_) => ctx.metrics.write(&format!("delete_{}", kind.to_lowercase())),
-            Err(e) if crate::error::is_not_found(&e) => return Ok(false),
-            Err(e) => return Err(Error::api("delete", static_kind(&kind), &ns, &name, e)),
-        }
+    let child = live.uid().unwrap_or_default();
+    if let Some(gone) = ctx.deleted().get(&uid).and_then(|m| m.get(&child)) {
+        return Ok(!gone);
     }
-    Ok(true)
+    if live.meta().deletion_timestamp.is_some() {
+        return Ok(true); // someone else deleted it; wait for the event
+    }
+    let kind = K::kind(&()).to_string();
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(child.clone()), resource_version: None }),
+        propagation_policy: Some(kube::api::PropagationPolicy::Background),
+        ..Default::default()
+    };
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let gone = match api.delete(&name, &dp).await {
+        Ok(answer) => answer.is_right(),
+        Err(e) if crate::error::is_not_found(&e) => true,
+        Err(e) => return Err(Error::api("delete", static_kind(&kind), &ns, &name, e)),
+    };
+    ctx.metrics.write(&format!("delete_{}", kind.to_lowercase()));
+    ctx.deleted().entry(uid).or_default().insert(child, gone);
+    Ok(!gone)
 }
 
-/// Deletion: remove our children, poll until they are gone, record an Event
-/// with what was deleted, then drop our finalizer (and only ours).
+/// Deletion: delete our children; when all are gone, record an Event with
+/// what was deleted and drop our finalizer (and only ours). No polling: a
+/// child that is still finalizing sends a delete event that brings the
+/// next pass.
 async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
-    if runner.status.as_ref().map(|s| s.phase) != Some(crate::api::Phase::Terminating) {
-        let mut s = runner.status.clone().unwrap_or_default();
-        s.phase = crate::api::Phase::Terminating;
-        s.message = Some("deleting children".into());
-        // Best effort: a failed Terminating display must not block cleanup.
-        if patch_status(api, runner, &s).await.is_ok() {
-            ctx.metrics.write("patch_status");
-        }
-    }
     let mut pending = false;
     pending |= delete_owned(ctx, &ctx.stores.deployments, runner).await?;
     pending |= delete_owned(ctx, &ctx.stores.services, runner).await?;
     pending |= delete_owned(ctx, &ctx.stores.ingresses, runner).await?;
     if pending {
-        return Ok(Action::requeue(CLEANUP_POLL));
+        if runner.status.as_ref().map(|s| s.phase) != Some(crate::api::Phase::Terminating) {
+            let mut s = runner.status.clone().unwrap_or_default();
+            s.phase = crate::api::Phase::Terminating;
+            s.message = Some("waiting for children to finish deleting".into());
+            // Best effort: a failed Terminating display must not block cleanup.
+            if patch_status(api, runner, &s).await.is_ok() {
+                ctx.metrics.write("patch_status");
+            }
+        }
+        return Ok(Action::await_change());
     }
     let note = format!(
         "Runner deleted: image {}, {} replicas; Deployment and Service removed",
         runner.spec.image, runner.spec.replicas
     );
-    publish(ctx, runner, EventType::Normal, "Deleted", "Cleanup", note).await;
     remove_finalizer(runner, api).await?;
     ctx.metrics.write("remove_finalizer");
+    ctx.deleted().remove(&runner.uid().unwrap_or_default());
+    // After the finalizer: a retried removal must not record a second Event.
+    publish(ctx, runner, EventType::Normal, "Deleted", "Cleanup", note).await;
     info!(runner = %runner.name_any(), namespace = ?runner.namespace(), "children gone; finalizer removed");
     Ok(Action::await_change())
 }
@@ -297,7 +318,7 @@ async fn add_finalizer(runner: &Runner, api: &Api<Runner>) -> Result<()> {
             { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },
         ]),
     };
-    json_patch(api, runner, ops, "add the finalizer to").await
+    json_patch(api, runner, ops, "add the finalizer to", false).await
 }
 
 /// A JSON patch that tests the finalizer is still at that index, so a
@@ -306,21 +327,30 @@ async fn remove_finalizer(runner: &Runner, api: &Api<Runner>) -> Result<()> {
     let Some(i) = runner.finalizers().iter().position(|f| f == FINALIZER) else { return Ok(()) };
     let path = format!("/metadata/finalizers/{i}");
     let ops = json!([{ "op": "test", "path": path, "value": FINALIZER }, { "op": "remove", "path": path }]);
-    json_patch(api, runner, ops, "remove the finalizer from").await
+    json_patch(api, runner, ops, "remove the finalizer from", false).await
 }
 
+/// A JSON patch of the Runner (or of its status subresource). Its `test`
+/// operations are the preconditions: a failed one (422) means the object
+/// moved on, reported as a conflict so the pass re-reads and retries.
 async fn json_patch(
     api: &Api<Runner>,
     runner: &Runner,
     ops: serde_json::Value,
     op: &'static str,
+    status: bool,
 ) -> Result<()> {
     let name = runner.name_any();
     let ns = runner.namespace().unwrap_or_default();
     let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| Error::Other(e.to_string()))?;
-    match api.patch::<Runner>(&name, &PatchParams::default(), &Patch::Json(patch)).await {
+    let pp = PatchParams::default();
+    let res = if status {
+        api.patch_status(&name, &pp, &Patch::<()>::Json(patch)).await
+    } else {
+        api.patch(&name, &pp, &Patch::<()>::Json(patch)).await
+    };
+    match res {
         Ok(_) => Ok(()),
-        // A failed `test` (422) means the object moved on: re-read and retry.
         Err(kube::Error::Api(s)) if s.code == 422 => {
             Err(Error::api(op, "Runner", &ns, &name, kube::Error::Api(Box::new((*s).with_code(409)))))
         }
@@ -328,18 +358,17 @@ async fn json_patch(
     }
 }
 
-/// Status through the status subresource, with the resourceVersion we read:
-/// if the spec changed meanwhile the apiserver answers 409 and the next pass
-/// re-reads, so Ready is never written for an old generation.
+/// Status through the status subresource, guarded by the Runner's UID and
+/// generation rather than its resourceVersion: our own finalizer or status
+/// writes do not make it fail, a spec change does (the next pass re-reads),
+/// so Ready is never written for an old generation or a same-name successor.
 async fn patch_status(api: &Api<Runner>, runner: &Runner, status: &crate::api::RunnerStatus) -> Result<()> {
-    let name = runner.name_any();
-    let body = json!({
-        "metadata": { "resourceVersion": runner.resource_version() },
-        "status": status,
-    });
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await.map(|_| ()).map_err(|e| {
-        Error::api("patch status of", "Runner", &runner.namespace().unwrap_or_default(), &name, e)
-    })
+    let ops = json!([
+        { "op": "test", "path": "/metadata/uid", "value": runner.uid() },
+        { "op": "test", "path": "/metadata/generation", "value": runner.metadata.generation },
+        { "op": "add", "path": "/status", "value": status },
+    ]);
+    json_patch(api, runner, ops, "patch status of", true).await
 }
 
 /// A Warning Event when the ChildrenOwned condition turns False.

@@ -23,10 +23,10 @@ fn context() -> (Arc<Context>, Handle) {
         deployments: reflector::store().0,
         services: reflector::store().0,
         ingresses: reflector::store().0,
-        pods: reflector::store().0,
+        pods: Default::default(),
     };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
-    (Arc::new(Context { client, stores, recorder, metrics: Metrics::default() }), handle)
+    (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }
 
 fn runner(finalizers: Option<Vec<&str>>, deleting: bool) -> Runner {
@@ -76,15 +76,12 @@ async fn a_runner_without_the_finalizer_gets_exactly_one_patch_adding_it() {
 }
 
 #[tokio::test]
-async fn a_deleted_runner_with_no_children_left_records_an_event_and_removes_only_its_finalizer() {
+async fn a_deleted_runner_with_no_children_left_removes_only_its_finalizer_then_records_an_event() {
     let (ctx, mut handle) = context();
     let mut r = runner(Some(vec!["other.example/keep", FINALIZER]), true);
     r.status = Some(crate::api::RunnerStatus { phase: crate::api::Phase::Terminating, ..Default::default() });
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
-    let event = expect(&mut handle, "POST", "/apis/events.k8s.io/v1/namespaces/team/events", json!({})).await;
-    assert_eq!(event["reason"], "Deleted");
-    assert!(event["note"].as_str().unwrap().contains("nginx:1.27"));
     let patch = expect(
         &mut handle,
         "PATCH",
@@ -99,5 +96,95 @@ async fn a_deleted_runner_with_no_children_left_records_an_event_and_removes_onl
             { "op": "remove", "path": "/metadata/finalizers/1" },
         ])
     );
+    let event = expect(&mut handle, "POST", "/apis/events.k8s.io/v1/namespaces/team/events", json!({})).await;
+    assert_eq!(event["reason"], "Deleted");
+    assert!(event["note"].as_str().unwrap().contains("nginx:1.27"));
+    task.await.unwrap().expect("reconcile ok");
+}
+
+/// A context whose stores already hold these children.
+fn context_with(deployments: Vec<k8s_openapi::api::apps::v1::Deployment>) -> (Arc<Context>, Handle) {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let (dep_store, mut writer) = reflector::store();
+    for d in deployments {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(d));
+    }
+    let stores = Stores {
+        deployments: dep_store,
+        services: reflector::store().0,
+        ingresses: reflector::store().0,
+        pods: Default::default(),
+    };
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
+    (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
+}
+
+fn our_deployment(r: &Runner) -> k8s_openapi::api::apps::v1::Deployment {
+    let mut d = super::desired::deployment(r);
+    d.metadata.uid = Some("d-1".into());
+    d
+}
+
+#[tokio::test]
+async fn cleanup_deletes_each_child_once_in_the_background_and_never_polls() {
+    let mut r = runner(Some(vec![FINALIZER]), true);
+    r.status = Some(crate::api::RunnerStatus { phase: crate::api::Phase::Terminating, ..Default::default() });
+    let (ctx, mut handle) = context_with(vec![our_deployment(&r)]);
+    let reply = serde_json::to_value(&r).unwrap();
+    let task = tokio::spawn(reconcile(Arc::new(r.clone()), ctx.clone()));
+    let (req, send) = handle.next_request().await.expect("a DELETE");
+    assert_eq!(req.method().as_str(), "DELETE");
+    assert_eq!(req.uri().path(), "/apis/apps/v1/namespaces/team/deployments/web");
+    let body: Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap();
+    assert_eq!(body["propagationPolicy"], "Background");
+    assert_eq!(body["preconditions"]["uid"], "d-1");
+    // The apiserver answers with a Status: the Deployment is gone.
+    let gone = json!({ "kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {} });
+    send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&gone).unwrap())).unwrap());
+    // Then the finalizer; the apiserver refuses it this time (a conflict).
+    let (req, send) = handle.next_request().await.expect("the finalizer patch");
+    assert_eq!(req.method().as_str(), "PATCH");
+    let conflict = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict",
+                           "code": 409, "message": "conflict", "metadata": {} });
+    send.send_response(
+        Response::builder().status(409).body(Body::from(serde_json::to_vec(&conflict).unwrap())).unwrap(),
+    );
+    assert!(task.await.unwrap().is_err());
+
+    // The retry comes before the store sees the deletion: no second DELETE,
+    // straight to the finalizer, then the Event, and no requeue.
+    let task = tokio::spawn(reconcile(Arc::new(r), ctx));
+    let (req, send) = handle.next_request().await.expect("the finalizer patch");
+    assert_eq!(req.method().as_str(), "PATCH", "a second DELETE of the same child: {}", req.uri());
+    send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&reply).unwrap())).unwrap());
+    let event = expect(&mut handle, "POST", "/apis/events.k8s.io/v1/namespaces/team/events", json!({})).await;
+    assert_eq!(event["reason"], "Deleted");
+    let action = task.await.unwrap().expect("reconcile ok");
+    assert_eq!(action, kube::runtime::controller::Action::await_change(), "no polling");
+}
+
+#[tokio::test]
+async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
+    let mut r = runner(Some(vec![FINALIZER]), false);
+    r.metadata.generation = Some(4);
+    let mut dep = our_deployment(&r);
+    dep.metadata.generation = Some(1);
+    dep.status = Some(serde_json::from_value(json!({ "observedGeneration": 1, "replicas": 2,
+        "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2 })).unwrap());
+    let (ctx, mut handle) = context_with(vec![dep]);
+    let reply = serde_json::to_value(&r).unwrap();
+    let task = tokio::spawn(reconcile(Arc::new(r), ctx));
+    // The Service is absent from its store: created first.
+    expect(&mut handle, "POST", "/api/v1/namespaces/team/services", json!({ "metadata": { "name": "web" } })).await;
+    let patch =
+        expect(&mut handle, "PATCH", "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web/status", reply)
+            .await;
+    assert_eq!(patch[0], json!({ "op": "test", "path": "/metadata/uid", "value": "u1" }));
+    assert_eq!(patch[1], json!({ "op": "test", "path": "/metadata/generation", "value": 4 }));
+    assert_eq!(patch[2]["op"], "add");
+    assert_eq!(patch[2]["path"], "/status");
+    assert_eq!(patch[2]["value"]["phase"], "Available");
+    assert_eq!(patch[2]["value"]["observedGeneration"], 4);
     task.await.unwrap().expect("reconcile ok");
 }

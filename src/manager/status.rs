@@ -18,8 +18,9 @@ use crate::api::{Phase, Runner, RunnerStatus, condition};
 pub struct Observed<'a> {
     /// The Runner's Deployment, if it exists and is ours.
     pub deployment: Option<&'a Deployment>,
-    /// The Runner's Pods (selected by UID label).
-    pub pods: Vec<&'a Pod>,
+    /// The first stuck Pod's (reason, message), from the Pod view
+    /// ([`super::pod_problems`]).
+    pub pod_problem: Option<(String, String)>,
     /// Children whose name is taken by an object this Runner does not
     /// control: "Deployment team/web", ...
     pub refused: Vec<String>,
@@ -62,7 +63,7 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
                 && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
         })
         .map(|c| c.message.clone().unwrap_or_default());
-    let pod_problem = if ready { None } else { first_pod_problem(&seen.pods) };
+    let pod_problem = if ready { None } else { seen.pod_problem.clone() };
     let deployment_refused = seen.refused.iter().find(|r| r.starts_with("Deployment"));
 
     let (phase, reason, message) = if runner.metadata.deletion_timestamp.is_some() {
@@ -160,26 +161,20 @@ pub fn url(runner: &Runner, ingress: bool) -> String {
     }
 }
 
-/// The first Pod (by name) that explains why it is not ready: a container's
-/// waiting reason, or an unschedulable Pod. ContainerCreating is normal.
-pub fn first_pod_problem(pods: &[&Pod]) -> Option<(String, String)> {
-    let mut pods: Vec<&&Pod> = pods.iter().collect();
-    pods.sort_by_key(|p| p.name_any());
-    pods.iter().find_map(|p| {
-        let status = p.status.as_ref()?;
-        let waiting = status.container_statuses.iter().flatten().find_map(|cs| {
-            let w = cs.state.as_ref()?.waiting.as_ref()?;
-            let reason = w.reason.clone().unwrap_or_default();
-            (!reason.is_empty() && reason != "ContainerCreating" && reason != "PodInitializing")
-                .then(|| (reason, w.message.clone().unwrap_or_default()))
-        });
-        waiting.or_else(|| {
-            status.conditions.iter().flatten().find_map(|c| {
-                (c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable"))
+/// Why this Pod is stuck, if it is: a container's waiting reason, or
+/// Unschedulable. ContainerCreating and PodInitializing are normal progress.
+pub fn pod_problem(pod: &Pod) -> Option<(String, String)> {
+    let status = pod.status.as_ref()?;
+    let waiting = status.container_statuses.iter().flatten().find_map(|cs| {
+        let w = cs.state.as_ref()?.waiting.as_ref()?;
+        let reason = w.reason.clone().unwrap_or_default();
+        (!reason.is_empty() && reason != "ContainerCreating" && reason != "PodInitializing")
+            .then(|| (reason, w.message.clone().unwrap_or_default()))
+    });
+    waiting.or_else(|| {
+        status.conditions.iter().flatten().find_map(|c| {
+            (c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
                 .then(|| ("Unschedulable".to_string(), c.message.clone().unwrap_or_default()))
-            })
         })
     })
 }
@@ -254,11 +249,8 @@ mod tests {
     #[test]
     fn image_pull_backoff_fails_the_runner_with_the_pods_reason() {
         let d = deployment(1, 1, 2, 0, 2);
-        let (a, b) = (
-            pod("web-b", "ImagePullBackOff", "Back-off pulling image"),
-            pod("web-c", "CrashLoopBackOff", ""),
-        );
-        let seen = Observed { deployment: Some(&d), pods: vec![&b, &a], ..Default::default() };
+        let problem = pod_problem(&pod("web-b", "ImagePullBackOff", "Back-off pulling image"));
+        let seen = Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() };
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
         assert_eq!(s.message.as_deref(), Some("ImagePullBackOff: Back-off pulling image"));
@@ -268,12 +260,9 @@ mod tests {
     #[test]
     fn container_creating_is_progress_not_failure() {
         let d = deployment(1, 1, 2, 0, 2);
-        let p = pod("web-a", "ContainerCreating", "");
-        let s = compute(
-            &runner(1),
-            &Observed { deployment: Some(&d), pods: vec![&p], ..Default::default() },
-            &now(),
-        );
+        let problem = pod_problem(&pod("web-a", "ContainerCreating", ""));
+        assert_eq!(problem, None);
+        let s = compute(&runner(1), &Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() }, &now());
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(s.message.as_deref(), Some("0/2 replicas ready"));
     }

@@ -10,26 +10,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ListParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use super::{Gaps, Request};
 use crate::api::{RUNNER_UID_LABEL, Runner};
+use crate::client::scoped as api;
 use crate::diagnose::snapshot::{Resample, RunnerState};
 
 /// Runners whose children are fetched at once.
 const CONCURRENCY: usize = 8;
-
-/// An `Api` for one namespace, or all of them when `ns` is `None`.
-fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
 
 /// `None` in the list means all namespaces.
 fn scopes(req: &Request) -> Vec<Option<&str>> {

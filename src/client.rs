@@ -1,0 +1,44 @@
+//! How every part of the project talks to the apiserver: one User-Agent
+//! (so audit logs and apiserver metrics name us) and one way to scope an
+//! `Api` to a namespace or to all of them.
+
+use http::HeaderValue;
+use http::header::USER_AGENT;
+use kube::api::Api;
+use kube::{Client, Resource};
+
+/// `kubectl-runner/<version>`, sent on every request.
+pub const USER_AGENT_VALUE: &str = concat!("kubectl-runner/", env!("CARGO_PKG_VERSION"));
+
+/// Adds our User-Agent to a client configuration (kube sends none of its own).
+pub fn identify(config: &mut kube::Config) {
+    config.headers.retain(|(name, _)| name != USER_AGENT);
+    config.headers.push((USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE)));
+}
+
+/// An `Api` for one namespace, or for all of them when `ns` is `None`.
+pub fn scoped<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_agent_names_the_project_and_its_version_once() {
+        let mut config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
+        identify(&mut config);
+        identify(&mut config);
+        let agents: Vec<_> = config.headers.iter().filter(|(n, _)| n == USER_AGENT).collect();
+        assert_eq!(agents.len(), 1);
+        assert_eq!(agents[0].1, format!("kubectl-runner/{}", env!("CARGO_PKG_VERSION")).as_str());
+    }
+}

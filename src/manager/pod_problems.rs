@@ -1,0 +1,190 @@
+//! The manager's only view of Pods: for each Runner (by UID), the Pods that
+//! are stuck and why. A healthy Pod takes no memory here, and a Pod event
+//! triggers a reconcile only when it changes the problem its Runner would
+//! report, so a thousand Pods becoming Ready cost a thousand small parses
+//! and no passes.
+//!
+//! ```text
+//! watch Pods (UID label) ─► PodProblems::apply (pure status::pod_problem) ─► changed? ─► ObjectRef<Runner>
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Event;
+
+use super::status::pod_problem;
+use crate::api::{RUNNER_UID_LABEL, Runner};
+
+/// (reason, message) of one stuck Pod.
+pub type Problem = (String, String);
+
+/// A Runner's stuck Pods by name (sorted: the first is the one reported).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Entry {
+    /// Where to send the trigger: the Runner's namespace and name.
+    namespace: String,
+    runner: String,
+    pods: BTreeMap<String, Problem>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    by_runner: HashMap<String, Entry>,
+    /// Filled between `Init` and `InitDone` of a relist, then swapped in.
+    relist: Option<HashMap<String, Entry>>,
+}
+
+/// Cheap to clone; shared by the Pod watch and reconcile.
+#[derive(Clone, Default)]
+pub struct PodProblems(Arc<Mutex<State>>);
+
+impl PodProblems {
+    /// The problem the Runner with this UID would report: its first stuck Pod's.
+    pub fn first(&self, runner_uid: &str) -> Option<Problem> {
+        let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        state.by_runner.get(runner_uid)?.pods.values().next().cloned()
+    }
+
+    /// Folds one watch event in; returns the Runners whose reported problem
+    /// changed (they need a pass).
+    pub fn apply(&self, event: Event<Pod>) -> Vec<ObjectRef<Runner>> {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Apply(pod) => set(&mut state.by_runner, &pod, pod_problem(&pod)),
+            Event::Delete(pod) => set(&mut state.by_runner, &pod, None),
+            Event::Init => {
+                state.relist = Some(HashMap::new());
+                vec![]
+            }
+            Event::InitApply(pod) => {
+                let relist = state.relist.get_or_insert_with(HashMap::new);
+                set(relist, &pod, pod_problem(&pod));
+                vec![]
+            }
+            Event::InitDone => {
+                let new = state.relist.take().unwrap_or_default();
+                let old = std::mem::replace(&mut state.by_runner, new);
+                changed_between(&old, &state.by_runner)
+            }
+        }
+    }
+}
+
+/// Records (or clears) one Pod's problem; returns its Runner when the
+/// Runner's first problem changed.
+fn set(map: &mut HashMap<String, Entry>, pod: &Pod, problem: Option<Problem>) -> Vec<ObjectRef<Runner>> {
+    let (Some(uid), Some(ns)) = (pod.labels().get(RUNNER_UID_LABEL), pod.namespace()) else {
+        return vec![];
+    };
+    let Some(runner) = pod.labels().get("app.kubernetes.io/instance") else { return vec![] };
+    let before = map.get(uid).and_then(|e| e.pods.values().next().cloned());
+    match problem {
+        Some(p) => {
+            let entry = map.entry(uid.clone()).or_insert_with(|| Entry {
+                namespace: ns.clone(),
+                runner: runner.clone(),
+                pods: BTreeMap::new(),
+            });
+            entry.pods.insert(pod.name_any(), p);
+        }
+        None => {
+            if let Some(entry) = map.get_mut(uid) {
+                entry.pods.remove(&pod.name_any());
+                if entry.pods.is_empty() {
+                    map.remove(uid);
+                }
+            }
+        }
+    }
+    let after = map.get(uid).and_then(|e| e.pods.values().next().cloned());
+    if before == after { vec![] } else { vec![ObjectRef::new(runner).within(&ns)] }
+}
+
+/// Runners whose first problem differs between two snapshots.
+fn changed_between(old: &HashMap<String, Entry>, new: &HashMap<String, Entry>) -> Vec<ObjectRef<Runner>> {
+    let first = |m: &HashMap<String, Entry>, uid: &str| m.get(uid).and_then(|e| e.pods.values().next().cloned());
+    old.iter()
+        .chain(new.iter())
+        .filter(|(uid, _)| first(old, uid) != first(new, uid))
+        .map(|(_, e)| ObjectRef::new(&e.runner).within(&e.namespace))
+        .collect::<std::collections::HashSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, uid: &str, waiting: Option<&str>) -> Pod {
+        let state = match waiting {
+            Some(r) => json!({ "waiting": { "reason": r, "message": "m" } }),
+            None => json!({ "running": {} }),
+        };
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": "team",
+                          "labels": { RUNNER_UID_LABEL: uid, "app.kubernetes.io/instance": format!("r-{uid}") } },
+            "status": { "containerStatuses": [{ "name": "runner", "image": "x", "imageID": "", "ready": false,
+                                                "restartCount": 0, "state": state }] },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_stuck_pod_triggers_its_runner_once_and_is_reported() {
+        let p = PodProblems::default();
+        let hit = p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff"))));
+        assert_eq!(hit, vec![ObjectRef::new("r-u1").within("team")]);
+        assert_eq!(p.first("u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
+        // The same problem again: no pass.
+        assert!(p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff")))).is_empty());
+    }
+
+    #[test]
+    fn healthy_pods_take_no_entry_and_trigger_nothing() {
+        let p = PodProblems::default();
+        assert!(p.apply(Event::Apply(pod("web-a", "u1", None))).is_empty());
+        assert!(p.apply(Event::Apply(pod("web-a", "u1", Some("ContainerCreating")))).is_empty());
+        assert!(p.0.lock().unwrap().by_runner.is_empty());
+    }
+
+    #[test]
+    fn recovery_or_deletion_of_the_stuck_pod_clears_the_problem_and_triggers() {
+        let p = PodProblems::default();
+        p.apply(Event::Apply(pod("web-a", "u1", Some("CrashLoopBackOff"))));
+        assert_eq!(p.apply(Event::Apply(pod("web-a", "u1", None))).len(), 1);
+        assert_eq!(p.first("u1"), None);
+        p.apply(Event::Apply(pod("web-b", "u1", Some("ErrImagePull"))));
+        assert_eq!(p.apply(Event::Delete(pod("web-b", "u1", None))).len(), 1);
+        assert!(p.0.lock().unwrap().by_runner.is_empty());
+    }
+
+    #[test]
+    fn the_first_pod_by_name_is_reported() {
+        let p = PodProblems::default();
+        p.apply(Event::Apply(pod("web-b", "u1", Some("CrashLoopBackOff"))));
+        assert_eq!(p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff")))).len(), 1);
+        assert_eq!(p.first("u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
+    }
+
+    #[test]
+    fn a_relist_replaces_the_view_and_triggers_only_what_changed() {
+        let p = PodProblems::default();
+        p.apply(Event::Apply(pod("web-a", "u1", Some("CrashLoopBackOff"))));
+        p.apply(Event::Apply(pod("web-c", "u3", Some("ErrImagePull"))));
+        assert!(p.apply(Event::Init).is_empty());
+        // u1's Pod is gone during the disconnect; u3 unchanged; u2 is new.
+        assert!(p.apply(Event::InitApply(pod("web-c", "u3", Some("ErrImagePull")))).is_empty());
+        assert!(p.apply(Event::InitApply(pod("web-b", "u2", Some("ImagePullBackOff")))).is_empty());
+        let mut hit: Vec<String> = p.apply(Event::InitDone).into_iter().map(|r| r.name).collect();
+        hit.sort();
+        assert_eq!(hit, ["r-u1", "r-u2"]);
+        assert_eq!(p.first("u1"), None);
+        assert!(p.first("u2").is_some() && p.first("u3").is_some());
+    }
+}
