@@ -78,6 +78,16 @@ const CONCURRENCY: u16 = 4;
 /// allocation at startup and on every relist.
 const LIST_PAGE: u32 = 100;
 
+/// What of a Runner, when it changes, needs a pass: its spec (generation),
+/// a deletion, or its finalizers. Status-only updates (our own writes) do
+/// not; the store still sees them, so the next pass compares against them.
+fn runner_changed(r: &Runner) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (r.metadata.generation, r.metadata.deletion_timestamp.is_some(), &r.metadata.finalizers).hash(&mut h);
+    Some(h.finish())
+}
+
 /// Runs until `shutdown` resolves (SIGINT/SIGTERM in the binary) or, with
 /// leader election, until leadership is lost (an error: the process should
 /// restart and wait for the Lease again).
@@ -160,11 +170,13 @@ pub async fn run(
         .modify(trim::ingress)
         .reflect(ing_w)
         .touched_objects();
-    let runner_stream = watcher(scoped::<Runner>(&client, ns), watcher::Config::default().page_size(LIST_PAGE))
-        .default_backoff()
-        .modify(trim::runner)
-        .reflect(runner_w)
-        .applied_objects();
+    let runner_stream =
+        watcher(scoped::<Runner>(&client, ns), watcher::Config::default().page_size(LIST_PAGE))
+            .default_backoff()
+            .modify(trim::runner)
+            .reflect(runner_w)
+            .applied_objects()
+            .predicate_filter(runner_changed, Default::default());
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
@@ -184,7 +196,12 @@ pub async fn run(
 
     let stores = Stores { deployments, services, ingresses, pods };
     let reporter = Reporter { controller: MANAGER_NAME.into(), instance: Some(cfg.identity.clone()) };
-    let ctx = Arc::new(Context::new(client.clone(), stores.clone(), Recorder::new(client.clone(), reporter), metrics));
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        stores.clone(),
+        Recorder::new(client.clone(), reporter),
+        metrics,
+    ));
 
     // Ready once every store has its first list (reconcile waits for them too).
     tokio::spawn({

@@ -106,7 +106,8 @@ fn set(map: &mut HashMap<String, Entry>, pod: &Pod, problem: Option<Problem>) ->
 
 /// Runners whose first problem differs between two snapshots.
 fn changed_between(old: &HashMap<String, Entry>, new: &HashMap<String, Entry>) -> Vec<ObjectRef<Runner>> {
-    let first = |m: &HashMap<String, Entry>, uid: &str| m.get(uid).and_then(|e| e.pods.values().next().cloned());
+    let first =
+        |m: &HashMap<String, Entry>, uid: &str| m.get(uid).and_then(|e| e.pods.values().next().cloned());
     old.iter()
         .chain(new.iter())
         .filter(|(uid, _)| first(old, uid) != first(new, uid))

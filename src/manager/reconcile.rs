@@ -267,7 +267,12 @@ where
     };
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     let gone = match api.delete(&name, &dp).await {
-        Ok(answer) => answer.is_right(),
+        // The apiserver answers with the object when it had finalizers to
+        // wait on (it is still there, with a deletionTimestamp), else with a
+        // Status or the object as it was when removed.
+        Ok(answer) => {
+            answer.left().is_none_or(|obj| obj.meta().finalizers.as_ref().is_none_or(Vec::is_empty))
+        }
         Err(e) if crate::error::is_not_found(&e) => true,
         Err(e) => return Err(Error::api("delete", static_kind(&kind), &ns, &name, e)),
     };

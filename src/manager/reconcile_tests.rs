@@ -170,16 +170,24 @@ async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
     r.metadata.generation = Some(4);
     let mut dep = our_deployment(&r);
     dep.metadata.generation = Some(1);
-    dep.status = Some(serde_json::from_value(json!({ "observedGeneration": 1, "replicas": 2,
-        "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2 })).unwrap());
+    dep.status = Some(
+        serde_json::from_value(json!({ "observedGeneration": 1, "replicas": 2,
+        "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2 }))
+        .unwrap(),
+    );
     let (ctx, mut handle) = context_with(vec![dep]);
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
     // The Service is absent from its store: created first.
-    expect(&mut handle, "POST", "/api/v1/namespaces/team/services", json!({ "metadata": { "name": "web" } })).await;
-    let patch =
-        expect(&mut handle, "PATCH", "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web/status", reply)
-            .await;
+    expect(&mut handle, "POST", "/api/v1/namespaces/team/services", json!({ "metadata": { "name": "web" } }))
+        .await;
+    let patch = expect(
+        &mut handle,
+        "PATCH",
+        "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web/status",
+        reply,
+    )
+    .await;
     assert_eq!(patch[0], json!({ "op": "test", "path": "/metadata/uid", "value": "u1" }));
     assert_eq!(patch[1], json!({ "op": "test", "path": "/metadata/generation", "value": 4 }));
     assert_eq!(patch[2]["op"], "add");

@@ -262,7 +262,11 @@ mod tests {
         let d = deployment(1, 1, 2, 0, 2);
         let problem = pod_problem(&pod("web-a", "ContainerCreating", ""));
         assert_eq!(problem, None);
-        let s = compute(&runner(1), &Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() }, &now());
+        let s = compute(
+            &runner(1),
+            &Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() },
+            &now(),
+        );
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(s.message.as_deref(), Some("0/2 replicas ready"));
     }

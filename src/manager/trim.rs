@@ -41,7 +41,8 @@ pub fn deployment(d: &mut Deployment) {
         meta(m);
     }
     if let Some(pod) = spec.template.spec.as_mut() {
-        *pod = PodSpec { containers: pod.containers.drain(..).map(container).collect(), ..Default::default() };
+        *pod =
+            PodSpec { containers: pod.containers.drain(..).map(container).collect(), ..Default::default() };
     }
     if let Some(status) = d.status.as_mut() {
         status.collision_count = None;
@@ -92,7 +93,12 @@ mod tests {
     fn runner() -> Runner {
         let mut r = Runner::new(
             "web",
-            RunnerSpec { image: "nginx:1.27".into(), replicas: 2, port: 8080, host: Some("web.example".into()) },
+            RunnerSpec {
+                image: "nginx:1.27".into(),
+                replicas: 2,
+                port: 8080,
+                host: Some("web.example".into()),
+            },
         );
         r.metadata.namespace = Some("team".into());
         r.metadata.uid = Some("uid-1".into());

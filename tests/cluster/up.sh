@@ -8,8 +8,11 @@
 #   eval "$(bash tests/cluster/up.sh)"
 # works. Idempotent: when the cluster is running it only verifies it; when
 # some components died it restarts those. Stop with tests/cluster/down.sh.
-# Environment: see lib.sh, plus RUNNER_CLUSTER_NODES (fake nodes, default 1)
-# and RUNNER_CLUSTER_TIMEOUT (seconds per wait, default 90).
+# Environment: see lib.sh, plus RUNNER_CLUSTER_NODES (fake nodes, default 1),
+# RUNNER_CLUSTER_TIMEOUT (seconds per wait, default 90) and
+# RUNNER_CLUSTER_AUDIT=1: an apiserver audit log of every write (Metadata
+# level, JSON lines) at $STATE/logs/audit.log, which the benchmark reads for
+# per-Runner latencies and writes by user agent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/cluster/lib.sh
@@ -232,7 +235,23 @@ wait_until "etcd health" etcd etcd_healthy
 # Loopback only: the endpoint reconciler refuses a loopback advertise address
 # ("may not be in the loopback range"), and no Pod here could reach the
 # apiserver through the `kubernetes` Service anyway, so it is turned off.
-start kube-apiserver "$BIN/kube-apiserver" \
+audit_flags=()
+if [ "${RUNNER_CLUSTER_AUDIT:-0}" = 1 ]; then
+  # Writes only: reads would multiply the log without telling who changed what.
+  cat > "$STATE/audit-policy.yaml" << 'EOF2'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: Metadata
+EOF2
+  audit_flags=(--audit-policy-file="$STATE/audit-policy.yaml" --audit-log-path="$STATE/logs/audit.log"
+    --audit-log-format=json --audit-log-mode=batch --audit-log-maxsize=0)
+  step "audit log: $STATE/logs/audit.log"
+fi
+start kube-apiserver "$BIN/kube-apiserver" "${audit_flags[@]}" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --secure-port="$API_PORT" \
   --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
