@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ratios of this manager ("rust") to the controller-runtime baseline ("twin").
 
-    ratios.py SIDE_BY_SIDE_JSON       # from the baseline's side-by-side.sh
+    ratios.py SIDE_BY_SIDE_JSON [AUDIT_LOG]  # from the baseline's side-by-side.sh
     ratios.py --steady STEADY_TXT     # from the baseline's steady-rss.sh
 
 Prints one line per figure: ours, the baseline's, the ratio and the target
@@ -26,17 +26,27 @@ def line(label, ours, base, target=None, unit=""):
     print(f"  {label:<42} {fmt(ours):>12} {fmt(base):>12} {ratio:>8}   {target or ''}")
 
 
-def failed_writes(m):
-    """Non-2xx writes the apiserver counted on the manager's resources, all phases."""
-    n = 0
-    for ph in ("create", "idle", "heal", "delete"):
-        for res, verbs in (get(m, ph, "apiserver_writes_failed") or {}).items():
-            if res.split("/")[0] in ("runners", "deployments", "services", "ingresses"):
-                n += sum(verbs.values())
-    return n
+def audit_writes(path, namespace, agent):
+    """(writes, failed writes) the apiserver's audit log holds for one user
+    agent in one namespace: the manager's own, without the control plane's."""
+    if not path:
+        return None, None
+    writes = failed = 0
+    for raw in open(path):
+        try:
+            e = json.loads(raw)
+        except ValueError:
+            continue
+        if e.get("objectRef", {}).get("namespace") != namespace or not e.get("userAgent", "").startswith(agent):
+            continue
+        if e.get("verb") in ("get", "list", "watch"):
+            continue
+        writes += 1
+        failed += e.get("responseStatus", {}).get("code", 200) >= 300
+    return writes, failed
 
 
-def side_by_side(path):
+def side_by_side(path, audit=None):
     d = json.load(open(path))
     rust, twin = get(d, "managers", "rust") or {}, get(d, "managers", "twin") or {}
     n = get(d, "config", "n")
@@ -54,7 +64,9 @@ def side_by_side(path):
     line("delete: Runners+children gone (s)", get(rust, "delete", "all_gone_s"), get(twin, "delete", "all_gone_s"),
          "no slower")
     line("delete: ...and Pods gone (s)", get(rust, "delete", "pods_gone_s"), get(twin, "delete", "pods_gone_s"))
-    line("failed writes on Runners/children", failed_writes(rust), failed_writes(twin), "0")
+    ours, base = audit_writes(audit, "bench-rust", "kubectl-runner"), audit_writes(audit, "bench-twin", "runner-twin")
+    line("manager writes, whole run (audit log)", ours[0], base[0])
+    line("manager failed writes (audit log)", ours[1], base[1], "0")
     line("manager writes, create phase", get(rust, "create", "manager_self_reported_writes", "writes"),
          get(twin, "create", "manager_self_reported_writes", "writes"))
     line("manager writes, delete phase", get(rust, "delete", "manager_self_reported_writes", "writes"),
@@ -77,4 +89,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--steady":
         steady(sys.argv[2])
     else:
-        side_by_side(sys.argv[1])
+        side_by_side(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

@@ -86,7 +86,7 @@ if [ -f "$BASE/side-by-side.sh" ]; then
     sleep 2 # the batch audit backend flushes every second
     python3 "$BASE/audit-latency.py" "$state/logs/audit.log" bench-rust bench-twin || true
   fi
-  python3 "$root/benches/ratios.py" "$OUT"
+  python3 "$root/benches/ratios.py" "$OUT" "$state/logs/audit.log"
 else
   step "running benches/manager-bench.sh instead"
   bash benches/manager-bench.sh

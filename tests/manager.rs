@@ -313,6 +313,79 @@ async fn deleting_a_runner_removes_its_children_before_the_runner_disappears() {
 }
 
 #[tokio::test]
+async fn a_child_held_by_another_finalizer_keeps_the_runner_terminating_until_it_is_released() {
+    let ns = TestNs::new("mgr-held").await;
+    ensure_crd(&ns.client).await;
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    let api = ns.api::<Runner>();
+    create(&ns, "web", spec("nginx:1.27", 1)).await;
+    wait_ready(&ns, "web", 1).await;
+    let svcs = ns.api::<Service>();
+    let hold = json!({ "metadata": { "finalizers": ["example.com/hold"] } });
+    svcs.patch("web", &PatchParams::default(), &Patch::Merge(&hold)).await.unwrap();
+    api.delete("web", &DeleteParams::default()).await.unwrap();
+    // The Service cannot go: the Runner waits, saying so, with one DELETE sent.
+    let r = wait_for("the Runner to report Terminating", T, || {
+        let api = api.clone();
+        async move {
+            api.get("web")
+                .await
+                .ok()
+                .filter(|r| r.status.as_ref().is_some_and(|s| s.phase == Phase::Terminating))
+        }
+    })
+    .await;
+    assert!(r.finalizers().iter().any(|f| f == FINALIZER));
+    assert!(ns.api::<Deployment>().get_opt("web").await.unwrap().is_none(), "the Deployment went at once");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(api.get_opt("web").await.unwrap().is_some(), "the Runner outlived its held Service");
+    // Releasing the Service: its delete event alone brings the last pass.
+    let release = json!({ "metadata": { "finalizers": null } });
+    svcs.patch("web", &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
+    wait_for("the Runner to be gone", Duration::from_secs(10), || {
+        let api = api.clone();
+        async move { api.get_opt("web").await.ok().and_then(|o| o.is_none().then_some(())) }
+    })
+    .await;
+    mgr.stop_after_cleanup(&ns).await;
+}
+
+#[tokio::test]
+async fn a_stuck_pods_reason_reaches_the_runner_status_and_clears_when_it_recovers() {
+    let ns = TestNs::new("mgr-podview").await;
+    ensure_crd(&ns.client).await;
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    let api = ns.api::<Runner>();
+    let r = create(&ns, "web", spec("nginx:1.27", 1)).await;
+    wait_ready(&ns, "web", 1).await;
+    let pods = ns.api::<k8s_openapi::api::core::v1::Pod>();
+    let lp = ListParams::default().labels(&format!("{RUNNER_UID_LABEL}={}", r.uid().unwrap()));
+    let pod = pods.list(&lp).await.unwrap().items.remove(0);
+    // What a kubelet reports for a bad image; the Deployment also stops
+    // counting the Pod as available once it is not Ready.
+    let stuck = json!({ "status": {
+        "conditions": [{ "type": "Ready", "status": "False" }, { "type": "ContainersReady", "status": "False" }],
+        "containerStatuses": [{ "name": "runner", "image": "nginx:1.27", "imageID": "", "ready": false,
+            "restartCount": 0, "state": { "waiting": { "reason": "ImagePullBackOff", "message": "Back-off pulling image" } } }],
+    } });
+    pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(&stuck)).await.unwrap();
+    let r = wait_for("the Runner to report the Pod's reason", T, || {
+        let api = api.clone();
+        async move {
+            let r = api.get("web").await.ok()?;
+            let msg = r.status.as_ref()?.message.clone()?;
+            msg.starts_with("ImagePullBackOff").then_some(r)
+        }
+    })
+    .await;
+    assert_eq!(r.status.unwrap().phase, Phase::Failed);
+    // Deleting the stuck Pod: its replacement is healthy, the Runner Ready again.
+    pods.delete(&pod.name_any(), &DeleteParams::default()).await.unwrap();
+    wait_ready(&ns, "web", 1).await;
+    mgr.stop_after_cleanup(&ns).await;
+}
+
+#[tokio::test]
 async fn without_a_manager_a_deleted_runner_waits_with_its_finalizer_then_completes() {
     let ns = TestNs::new("mgr-offline").await;
     ensure_crd(&ns.client).await;
