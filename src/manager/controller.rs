@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::runtime::controller::{self, Controller};
@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use super::leader::{self, LeaseConfig};
 use super::metrics::Metrics;
 use super::pod_problems::PodProblems;
+use super::pod_view::PodView;
 use super::reconcile::{Context, Stores, error_policy, reconcile};
 use super::{preflight, server, trim};
 use crate::api::{RUNNER_UID_LABEL, Runner};
@@ -180,7 +181,7 @@ pub async fn run(
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
-    let pod_triggers = watcher(scoped::<Pod>(&client, ns), children).default_backoff().flat_map({
+    let pod_triggers = watcher(scoped::<PodView>(&client, ns), children).default_backoff().flat_map({
         let pods = pods.clone();
         move |event| {
             let hits = match event {

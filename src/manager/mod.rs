@@ -12,6 +12,7 @@ pub mod desired;
 pub mod leader;
 pub mod metrics;
 pub mod pod_problems;
+pub mod pod_view;
 pub mod preflight;
 pub mod reconcile;
 pub mod server;

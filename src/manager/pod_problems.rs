@@ -11,12 +11,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 
-use super::status::pod_problem;
+use super::pod_view::PodView as Pod;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 
 /// (reason, message) of one stuck Pod.
@@ -54,7 +53,7 @@ impl PodProblems {
     pub fn apply(&self, event: Event<Pod>) -> Vec<ObjectRef<Runner>> {
         let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match event {
-            Event::Apply(pod) => set(&mut state.by_runner, &pod, pod_problem(&pod)),
+            Event::Apply(pod) => set(&mut state.by_runner, &pod, pod.problem()),
             Event::Delete(pod) => set(&mut state.by_runner, &pod, None),
             Event::Init => {
                 state.relist = Some(HashMap::new());
@@ -62,7 +61,7 @@ impl PodProblems {
             }
             Event::InitApply(pod) => {
                 let relist = state.relist.get_or_insert_with(HashMap::new);
-                set(relist, &pod, pod_problem(&pod));
+                set(relist, &pod, pod.problem());
                 vec![]
             }
             Event::InitDone => {

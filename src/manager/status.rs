@@ -7,7 +7,6 @@
 //! an old ReplicaSet is never reported Ready.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
@@ -28,7 +27,7 @@ pub struct Observed<'a> {
     pub ingress: bool,
 }
 
-/// Pod waiting reasons that will not fix themselves; they make the phase Failed.
+/// Pod waiting reasons (from [`super::pod_view::PodView::problem`]) that will not fix themselves; they make the phase Failed.
 const FAILING_REASONS: &[&str] = &[
     "ImagePullBackOff",
     "ErrImagePull",
@@ -161,24 +160,6 @@ pub fn url(runner: &Runner, ingress: bool) -> String {
     }
 }
 
-/// Why this Pod is stuck, if it is: a container's waiting reason, or
-/// Unschedulable. ContainerCreating and PodInitializing are normal progress.
-pub fn pod_problem(pod: &Pod) -> Option<(String, String)> {
-    let status = pod.status.as_ref()?;
-    let waiting = status.container_statuses.iter().flatten().find_map(|cs| {
-        let w = cs.state.as_ref()?.waiting.as_ref()?;
-        let reason = w.reason.clone().unwrap_or_default();
-        (!reason.is_empty() && reason != "ContainerCreating" && reason != "PodInitializing")
-            .then(|| (reason, w.message.clone().unwrap_or_default()))
-    });
-    waiting.or_else(|| {
-        status.conditions.iter().flatten().find_map(|c| {
-            (c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
-                .then(|| ("Unschedulable".to_string(), c.message.clone().unwrap_or_default()))
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,15 +180,6 @@ mod tests {
             "metadata": { "name": "web", "generation": generation },
             "status": { "observedGeneration": observed, "updatedReplicas": updated, "availableReplicas": available,
                         "readyReplicas": available, "replicas": replicas }
-        }))
-        .unwrap()
-    }
-
-    fn pod(name: &str, waiting: &str, msg: &str) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "status": { "containerStatuses": [{ "name": "runner", "image": "x", "imageID": "", "ready": false,
-                "restartCount": 0, "state": { "waiting": { "reason": waiting, "message": msg } } }] }
         }))
         .unwrap()
     }
@@ -249,7 +221,7 @@ mod tests {
     #[test]
     fn image_pull_backoff_fails_the_runner_with_the_pods_reason() {
         let d = deployment(1, 1, 2, 0, 2);
-        let problem = pod_problem(&pod("web-b", "ImagePullBackOff", "Back-off pulling image"));
+        let problem = Some(("ImagePullBackOff".to_string(), "Back-off pulling image".to_string()));
         let seen = Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() };
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
@@ -260,8 +232,7 @@ mod tests {
     #[test]
     fn container_creating_is_progress_not_failure() {
         let d = deployment(1, 1, 2, 0, 2);
-        let problem = pod_problem(&pod("web-a", "ContainerCreating", ""));
-        assert_eq!(problem, None);
+        let problem = None;
         let s = compute(
             &runner(1),
             &Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() },
