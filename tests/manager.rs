@@ -494,3 +494,24 @@ async fn preflight_names_each_missing_permission_of_a_restricted_identity() {
     let err = kubectl_runner::manager::preflight::check(&as_sa, Some(&ns.name), None).await.unwrap_err();
     assert!(err.to_string().contains("can't list services"), "{err}");
 }
+
+#[tokio::test]
+async fn a_manager_started_among_existing_runners_syncs_reconciles_them_all_and_stops_promptly() {
+    let ns = TestNs::new("mgr-restart").await;
+    ensure_crd(&ns.client).await;
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    for i in 0..6 {
+        create(&ns, &format!("web-{i}"), spec("nginx:1.27", 1)).await;
+    }
+    for i in 0..6 {
+        wait_ready(&ns, &format!("web-{i}"), 1).await;
+    }
+    mgr.stop().await;
+    // Every worker waits for the caches at once when Runners already exist;
+    // a wait that is never woken would hold the graceful stop forever.
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::timeout(Duration::from_secs(20), mgr.stop()).await.expect("the manager stops within 20 s");
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    mgr.stop_after_cleanup(&ns).await;
+}

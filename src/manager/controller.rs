@@ -204,16 +204,20 @@ pub async fn run(
         metrics,
     ));
 
-    // Ready once every store has its first list (reconcile waits for them too).
+    // Ready once every store has its first list; reconciles wait for it too.
+    // One task is the stores' only waiter: a store's readiness wakes just the
+    // last future that polled it, so concurrent waiters on it (a reconcile
+    // per worker) could sleep forever when Runners exist at startup, and a
+    // shutdown would then wait on them. The watch channel wakes them all.
+    let (synced_tx, synced) = tokio::sync::watch::channel(false);
     tokio::spawn({
         let (stores, ready) = (stores.clone(), ready.clone());
         async move {
-            let _ = tokio::join!(
-                stores.deployments.wait_until_ready(),
-                stores.services.wait_until_ready(),
-                stores.ingresses.wait_until_ready(),
-            );
+            let _ = stores.deployments.wait_until_ready().await;
+            let _ = stores.services.wait_until_ready().await;
+            let _ = stores.ingresses.wait_until_ready().await;
             ready.store(true, Ordering::Relaxed);
+            let _ = synced_tx.send(true);
             info!("caches synced; reconciling");
         }
     });
@@ -228,14 +232,12 @@ pub async fn run(
         .reconcile_on(pod_triggers)
         .graceful_shutdown_on(stop)
         .run(
-            |runner, ctx: Arc<Context>| async move {
-                let s = &ctx.stores;
-                let _ = tokio::join!(
-                    s.deployments.wait_until_ready(),
-                    s.services.wait_until_ready(),
-                    s.ingresses.wait_until_ready(),
-                );
-                reconcile(runner, ctx).await
+            move |runner, ctx: Arc<Context>| {
+                let mut synced = synced.clone();
+                async move {
+                    let _ = synced.wait_for(|v| *v).await;
+                    reconcile(runner, ctx).await
+                }
             },
             error_policy,
             ctx,
