@@ -41,6 +41,18 @@ async fn wait_ready(ns: &TestNs, name: &str, replicas: i32) -> Runner {
     .await
 }
 
+/// Waits until `name` no longer exists.
+async fn wait_gone<K>(api: &kube::Api<K>, name: &str, what: &str, timeout: Duration)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(what, timeout, || {
+        let api = api.clone();
+        async move { api.get_opt(name).await.ok().and_then(|o| o.is_none().then_some(())) }
+    })
+    .await;
+}
+
 fn is_controlled_by(obj: &impl Resource, runner: &Runner) -> bool {
     let uid = runner.uid().unwrap();
     obj.meta().owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid)
@@ -272,11 +284,7 @@ async fn a_host_makes_an_ingress_and_removing_it_removes_the_ingress() {
     assert_eq!(r.status.unwrap().url.as_deref(), Some("http://web.example.test"));
     api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"host": null}}))).await.unwrap();
     let ings = ns.api::<Ingress>();
-    wait_for("the Ingress to be deleted", T, || {
-        let ings = ings.clone();
-        async move { ings.get_opt("web").await.ok().and_then(|o| o.is_none().then_some(())) }
-    })
-    .await;
+    wait_gone(&ings, "web", "the Ingress to be deleted", T).await;
     mgr.stop_after_cleanup(&ns).await;
 }
 
@@ -342,11 +350,7 @@ async fn a_child_held_by_another_finalizer_keeps_the_runner_terminating_until_it
     // Releasing the Service: its delete event alone brings the last pass.
     let release = json!({ "metadata": { "finalizers": null } });
     svcs.patch("web", &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
-    wait_for("the Runner to be gone", Duration::from_secs(10), || {
-        let api = api.clone();
-        async move { api.get_opt("web").await.ok().and_then(|o| o.is_none().then_some(())) }
-    })
-    .await;
+    wait_gone(&api, "web", "the Runner to be gone", Duration::from_secs(10)).await;
     mgr.stop_after_cleanup(&ns).await;
 }
 
@@ -401,11 +405,7 @@ async fn without_a_manager_a_deleted_runner_waits_with_its_finalizer_then_comple
     assert!(stuck.finalizers().iter().any(|f| f == FINALIZER));
     assert!(ns.api::<Deployment>().get_opt("web").await.unwrap().is_some(), "nothing deleted the children");
     let mgr = ManagerHandle::start(&ns.client, &ns.name);
-    wait_for("the Runner to be gone", T, || {
-        let api = api.clone();
-        async move { api.get_opt("web").await.ok().and_then(|o| o.is_none().then_some(())) }
-    })
-    .await;
+    wait_gone(&api, "web", "the Runner to be gone", T).await;
     assert!(ns.api::<Deployment>().get_opt("web").await.unwrap().is_none());
     mgr.stop_after_cleanup(&ns).await;
 }

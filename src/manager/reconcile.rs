@@ -47,6 +47,8 @@ pub struct Context {
     /// UID: true once the apiserver answered "gone", false while the child
     /// waits on finalizers of its own. The stores learn of a deletion a
     /// moment later; this keeps a pass in that moment from deleting twice.
+    /// A Runner's entry goes with its finalizer (an Ingress removed from a
+    /// live Runner leaves one small entry until then).
     pub deleted: Mutex<HashMap<String, HashMap<String, bool>>>,
 }
 
@@ -273,7 +275,7 @@ where
         Ok(answer) => {
             answer.left().is_none_or(|obj| obj.meta().finalizers.as_ref().is_none_or(Vec::is_empty))
         }
-        Err(e) if crate::error::is_not_found(&e) => true,
+        Err(e) if crate::error::is_not_found(&e) => return Ok(false),
         Err(e) => return Err(Error::api("delete", static_kind(&kind), &ns, &name, e)),
     };
     ctx.metrics.write(&format!("delete_{}", kind.to_lowercase()));
