@@ -162,6 +162,8 @@ pub mod condition {
     /// False with reason `AdoptionRefused` when a child's name is taken.
     pub const CHILDREN_OWNED: &str = "ChildrenOwned";
     pub const REASON_ADOPTION_REFUSED: &str = "AdoptionRefused";
+    /// Ready is False with this reason when the apiserver refuses a child.
+    pub const REASON_CHILD_REJECTED: &str = "ChildRejected";
 }
 
 impl RunnerSpec {

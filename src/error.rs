@@ -26,6 +26,9 @@ pub enum Error {
     #[error("cannot load kubeconfig: {0}")]
     Kubeconfig(String),
 
+    #[error("the apiserver refuses a child of Runner {runner}: {message}")]
+    ChildRejected { runner: String, message: String },
+
     #[error("{0}")]
     Other(String),
 }
@@ -45,6 +48,7 @@ impl Error {
             }
             Error::CrdMissing => "crd_missing".into(),
             Error::Kubeconfig(_) => "kubeconfig".into(),
+            Error::ChildRejected { .. } => "child_rejected".into(),
             Error::Other(_) => "other".into(),
         }
     }
@@ -54,9 +58,11 @@ impl Error {
         Error::Api { op, kind, namespace: ns.to_string(), name: name.to_string(), source: Box::new(source) }
     }
 
-    /// True when the apiserver said 409 Conflict (stale resourceVersion).
+    /// True when the object moved on since it was read: a 409 Conflict, or
+    /// a JSON patch whose `test` precondition failed. Worth a prompt re-read.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Api { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.is_conflict()))
+        matches!(self, Error::Api { source, .. }
+            if matches!(source.as_ref(), kube::Error::Api(s) if s.is_conflict()) || is_failed_test(source))
     }
 }
 
@@ -75,4 +81,18 @@ pub fn describe_kube(e: &kube::Error) -> String {
 /// True when `e` is an apiserver 404.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.is_not_found())
+}
+
+/// A JSON patch whose `test` operation failed. The apiserver answers 422
+/// with its generic message (the failed path is only in the causes), where a
+/// validation error names the object and the field.
+pub fn is_failed_test(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s)
+        if s.code == 422 && s.message.starts_with("the server rejected our request due to an error in our request"))
+}
+
+/// The apiserver refuses the request itself (invalid, forbidden, malformed):
+/// retrying the same request cannot succeed until something else changes.
+pub fn is_rejection(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422)) && !is_failed_test(e)
 }

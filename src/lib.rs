@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod children;
 pub mod cli;
 pub mod client;
 pub mod diagnose;

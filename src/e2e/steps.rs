@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::Options;
 use crate::api::{Phase, Runner, RunnerSpec, condition};
+use crate::children::{Ownership, ownership};
 use crate::error::{Error, Result};
-use crate::manager::reconcile::is_ours;
 
 /// What every step needs.
 pub struct Ctx {
@@ -112,7 +112,7 @@ async fn children_owned(c: &Ctx) -> Result<String> {
     let d =
         ns_api::<Deployment>(c).get(WEB).await.map_err(|e| Error::api("get", "Deployment", &c.ns, WEB, e))?;
     let s = ns_api::<Service>(c).get(WEB).await.map_err(|e| Error::api("get", "Service", &c.ns, WEB, e))?;
-    if !is_ours(&d, &uid) || !is_ours(&s, &uid) {
+    if ownership(&d.metadata, &uid) != Ownership::Ours || ownership(&s.metadata, &uid) != Ownership::Ours {
         return Err(Error::Other(format!("Deployment or Service is not controlled by Runner UID {uid}")));
     }
     let ip = s.spec.and_then(|s| s.cluster_ip).unwrap_or_default();

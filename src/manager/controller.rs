@@ -15,7 +15,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
@@ -87,6 +87,13 @@ fn runner_changed(r: &Runner) -> Option<u64> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (r.metadata.generation, r.metadata.deletion_timestamp.is_some(), &r.metadata.finalizers).hash(&mut h);
     Some(h.finish())
+}
+
+/// The Runner a child event concerns: the one with the child's name, not
+/// the owner. A child of a deleted Runner going away must wake the Runner
+/// created again under the same name, which waits for that name.
+fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>> {
+    Some(ObjectRef::new(child.meta().name.as_deref()?).within(child.meta().namespace.as_deref()?))
 }
 
 /// Runs until `shutdown` resolves (SIGINT/SIGTERM in the binary) or, with
@@ -226,9 +233,9 @@ pub async fn run(
     let config = controller::Config::default().debounce(Duration::from_millis(200)).concurrency(CONCURRENCY);
     Controller::for_stream(runner_stream, runners)
         .with_config(config)
-        .owns_stream(dep_stream)
-        .owns_stream(svc_stream)
-        .owns_stream(ing_stream)
+        .watches_stream(dep_stream, runner_of_same_name)
+        .watches_stream(svc_stream, runner_of_same_name)
+        .watches_stream(ing_stream, runner_of_same_name)
         .reconcile_on(pod_triggers)
         .graceful_shutdown_on(stop)
         .run(

@@ -113,23 +113,6 @@ pub fn ingress(runner: &Runner) -> Option<Ingress> {
     )
 }
 
-/// True when every field of `desired` already has that value in `live`
-/// (objects compared key by key, lists element by element). Lets a pass with
-/// nothing to change make no request at all: the server adds defaults, so the
-/// live object is a superset of what we send.
-pub fn is_subset(desired: &serde_json::Value, live: &serde_json::Value) -> bool {
-    use serde_json::Value;
-    match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => d.iter().all(|(k, dv)| {
-            l.get(k).is_some_and(|lv| is_subset(dv, lv)) || (dv.is_null() && !l.contains_key(k))
-        }),
-        (Value::Array(d), Value::Array(l)) => {
-            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b))
-        }
-        (d, l) => d == l,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,16 +156,5 @@ mod tests {
         let i = serde_json::to_value(ingress(&runner(Some("web.example.com"))).unwrap()).unwrap();
         assert_eq!(i["spec"]["rules"][0]["host"], "web.example.com");
         assert_eq!(i["spec"]["rules"][0]["http"]["paths"][0]["pathType"], "Prefix");
-    }
-
-    #[test]
-    fn subset_ignores_server_defaults_but_sees_changed_values() {
-        let desired = json!({"spec": {"replicas": 2, "ports": [{"port": 80}]}});
-        let live = json!({"spec": {"replicas": 2, "ports": [{"port": 80, "protocol": "TCP"}], "clusterIP": "10.0.0.1"}});
-        assert!(is_subset(&desired, &live));
-        let changed = json!({"spec": {"replicas": 3, "ports": [{"port": 80}]}});
-        assert!(!is_subset(&changed, &live));
-        let more_ports = json!({"spec": {"replicas": 2, "ports": [{"port": 80}, {"port": 81}]}});
-        assert!(!is_subset(&more_ports, &live));
     }
 }

@@ -3,18 +3,23 @@
 //!
 //! ```text
 //! watch Runners ─┐ (trimmed)
-//! watch children ┼─► Controller ─► reconcile: desired (pure) ─► create/apply ─► status (pure) ─► patch
+//! watch children ┼─► Controller ─► reconcile: desired (pure) ─► child: drift (pure) ─► create/apply ─► status (pure) ─► patch
 //! watch Pods ────┘ (only stuck ones kept: pod_problems)
 //!                 leader Lease, preflight (CRD + permissions), /metrics /healthz /readyz
 //! ```
+pub mod child;
 pub mod controller;
 pub mod desired;
+pub mod drift;
 pub mod leader;
+pub mod managed_fields;
 pub mod metrics;
 pub mod pod_problems;
 pub mod pod_view;
 pub mod preflight;
 pub mod reconcile;
+pub mod retry;
+pub mod runner_patch;
 pub mod server;
 pub mod status;
 pub mod trim;

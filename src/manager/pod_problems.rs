@@ -43,9 +43,9 @@ pub struct PodProblems(Arc<Mutex<State>>);
 
 impl PodProblems {
     /// The problem the Runner with this UID would report: its first stuck Pod's.
-    pub fn first(&self, runner_uid: &str) -> Option<Problem> {
+    pub fn first(&self, namespace: &str, runner_uid: &str) -> Option<Problem> {
         let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        state.by_runner.get(runner_uid)?.pods.values().next().cloned()
+        state.by_runner.get(&key(namespace, runner_uid))?.pods.values().next().cloned()
     }
 
     /// Folds one watch event in; returns the Runners whose reported problem
@@ -73,12 +73,19 @@ impl PodProblems {
     }
 }
 
+/// Entries are keyed by namespace and Runner UID: a label is only a
+/// string, and one copied into another namespace must not mix Runners.
+fn key(namespace: &str, runner_uid: &str) -> String {
+    format!("{namespace}/{runner_uid}")
+}
+
 /// Records (or clears) one Pod's problem; returns its Runner when the
 /// Runner's first problem changed.
 fn set(map: &mut HashMap<String, Entry>, pod: &Pod, problem: Option<Problem>) -> Vec<ObjectRef<Runner>> {
     let (Some(uid), Some(ns)) = (pod.labels().get(RUNNER_UID_LABEL), pod.namespace()) else {
         return vec![];
     };
+    let uid = &key(&ns, uid);
     let Some(runner) = pod.labels().get("app.kubernetes.io/instance") else { return vec![] };
     let before = map.get(uid).and_then(|e| e.pods.values().next().cloned());
     match problem {
@@ -140,7 +147,7 @@ mod tests {
         let p = PodProblems::default();
         let hit = p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff"))));
         assert_eq!(hit, vec![ObjectRef::new("r-u1").within("team")]);
-        assert_eq!(p.first("u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
+        assert_eq!(p.first("team", "u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
         // The same problem again: no pass.
         assert!(p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff")))).is_empty());
     }
@@ -158,7 +165,7 @@ mod tests {
         let p = PodProblems::default();
         p.apply(Event::Apply(pod("web-a", "u1", Some("CrashLoopBackOff"))));
         assert_eq!(p.apply(Event::Apply(pod("web-a", "u1", None))).len(), 1);
-        assert_eq!(p.first("u1"), None);
+        assert_eq!(p.first("team", "u1"), None);
         p.apply(Event::Apply(pod("web-b", "u1", Some("ErrImagePull"))));
         assert_eq!(p.apply(Event::Delete(pod("web-b", "u1", None))).len(), 1);
         assert!(p.0.lock().unwrap().by_runner.is_empty());
@@ -169,7 +176,7 @@ mod tests {
         let p = PodProblems::default();
         p.apply(Event::Apply(pod("web-b", "u1", Some("CrashLoopBackOff"))));
         assert_eq!(p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff")))).len(), 1);
-        assert_eq!(p.first("u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
+        assert_eq!(p.first("team", "u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
     }
 
     #[test]
@@ -184,7 +191,7 @@ mod tests {
         let mut hit: Vec<String> = p.apply(Event::InitDone).into_iter().map(|r| r.name).collect();
         hit.sort();
         assert_eq!(hit, ["r-u1", "r-u2"]);
-        assert_eq!(p.first("u1"), None);
-        assert!(p.first("u2").is_some() && p.first("u3").is_some());
+        assert_eq!(p.first("team", "u1"), None);
+        assert!(p.first("team", "u2").is_some() && p.first("team", "u3").is_some());
     }
 }

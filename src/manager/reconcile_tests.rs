@@ -59,6 +59,7 @@ async fn expect(handle: &mut Handle, method: &str, path_prefix: &str, reply: Val
 async fn a_runner_without_the_finalizer_gets_exactly_one_patch_adding_it() {
     let (ctx, mut handle) = context();
     let r = runner(None, false);
+    let r_version = r.metadata.resource_version.clone();
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
     let body = expect(
@@ -68,7 +69,14 @@ async fn a_runner_without_the_finalizer_gets_exactly_one_patch_adding_it() {
         reply,
     )
     .await;
-    assert_eq!(body, json!([{ "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] }]));
+    // Guarded: a list someone else added since our read is never replaced.
+    assert_eq!(
+        body,
+        json!([
+            { "op": "test", "path": "/metadata/resourceVersion", "value": r_version },
+            { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
+        ])
+    );
     task.await.unwrap().expect("reconcile ok");
     // No other request: the next pass comes from the update event.
     let next = tokio::time::timeout(std::time::Duration::from_millis(100), handle.next_request()).await;

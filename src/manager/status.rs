@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use crate::api::{Phase, Runner, RunnerStatus, condition};
+use crate::children::Refused;
 
 /// What the reconciler saw this pass.
 #[derive(Debug, Default)]
@@ -21,8 +22,10 @@ pub struct Observed<'a> {
     /// ([`super::pod_problems`]).
     pub pod_problem: Option<(String, String)>,
     /// Children whose name is taken by an object this Runner does not
-    /// control: "Deployment team/web", ...
-    pub refused: Vec<String>,
+    /// control.
+    pub refused: Vec<Refused>,
+    /// The apiserver's messages for children it refuses to store.
+    pub rejected: Vec<String>,
     /// True when an Ingress of ours exists.
     pub ingress: bool,
 }
@@ -36,8 +39,9 @@ const FAILING_REASONS: &[&str] = &[
     "CreateContainerConfigError",
 ];
 
-/// Computes the status. `old` supplies lastTransitionTime of conditions whose
-/// status did not change, so an unchanged pass yields an equal status.
+/// Computes the status. The Runner's current status supplies the
+/// lastTransitionTime of conditions whose status did not change, so an
+/// unchanged pass yields an equal status.
 pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     let desired = runner.spec.replicas;
     let generation = runner.metadata.generation;
@@ -63,16 +67,14 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
         })
         .map(|c| c.message.clone().unwrap_or_default());
     let pod_problem = if ready { None } else { seen.pod_problem.clone() };
-    let deployment_refused = seen.refused.iter().find(|r| r.starts_with("Deployment"));
+    let refused = seen.refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
 
-    let (phase, reason, message) = if runner.metadata.deletion_timestamp.is_some() {
-        (Phase::Terminating, "Terminating".to_string(), "deleting children".to_string())
-    } else if let Some(r) = deployment_refused {
-        (
-            Phase::Failed,
-            condition::REASON_ADOPTION_REFUSED.into(),
-            format!("{r} exists and is not controlled by this Runner"),
-        )
+    // Any child that is not ours fails the Runner, whatever the Deployment
+    // says: a foreign Service would serve its URL.
+    let (phase, reason, message) = if !seen.refused.is_empty() {
+        (Phase::Failed, condition::REASON_ADOPTION_REFUSED.into(), format!("{refused}; left untouched"))
+    } else if !seen.rejected.is_empty() {
+        (Phase::Failed, condition::REASON_CHILD_REJECTED.into(), seen.rejected.join("; "))
     } else if seen.deployment.is_none() {
         (Phase::Pending, "DeploymentMissing".into(), "waiting for the Deployment to be created".into())
     } else if let Some(msg) = deadline_exceeded {
@@ -106,7 +108,7 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
             generation,
         )
     } else {
-        let msg = format!("{} not controlled by this Runner; left untouched", seen.refused.join(", "));
+        let msg = format!("{refused}; left untouched");
         make_condition(condition::CHILDREN_OWNED, false, condition::REASON_ADOPTION_REFUSED, &msg, generation)
     };
     RunnerStatus {
@@ -242,9 +244,42 @@ mod tests {
         assert_eq!(s.message.as_deref(), Some("0/2 replicas ready"));
     }
 
+    fn refused(kind: &'static str) -> Refused {
+        Refused {
+            kind,
+            namespace: "team".into(),
+            name: "web".into(),
+            ownership: crate::children::Ownership::Foreign,
+        }
+    }
+
+    #[test]
+    fn a_foreign_service_fails_a_runner_whose_deployment_is_ready() {
+        let d = deployment(1, 1, 2, 2, 2);
+        let seen = Observed { deployment: Some(&d), refused: vec![refused("Service")], ..Default::default() };
+        let s = compute(&runner(1), &seen, &now());
+        assert_eq!(s.phase, Phase::Failed);
+        assert_eq!(ready_condition(&s).status, "False");
+        assert!(ready_condition(&s).message.contains("Service team/web"), "{:?}", s.message);
+    }
+
+    #[test]
+    fn a_child_the_apiserver_refuses_fails_the_runner_with_its_message() {
+        let seen = Observed {
+            rejected: vec!["Service \"web\" is invalid: spec.ports[0].port".into()],
+            ..Default::default()
+        };
+        let s = compute(&runner(1), &seen, &now());
+        assert_eq!(
+            (s.phase, ready_condition(&s).reason.as_str()),
+            (Phase::Failed, condition::REASON_CHILD_REJECTED)
+        );
+        assert!(s.message.unwrap().contains("is invalid: spec.ports[0].port"));
+    }
+
     #[test]
     fn a_refused_deployment_is_reported_with_adoption_refused() {
-        let seen = Observed { refused: vec!["Deployment team/web".into()], ..Default::default() };
+        let seen = Observed { refused: vec![refused("Deployment")], ..Default::default() };
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
         let owned = s.conditions.iter().find(|c| c.type_ == condition::CHILDREN_OWNED).unwrap();

@@ -18,6 +18,17 @@ use crate::api::Runner;
 /// Keeps identity, ownership and the fields reconcile reads.
 fn meta(m: &mut ObjectMeta) {
     m.managed_fields = None;
+    owned_meta(m);
+}
+
+/// A child's metadata: as [`meta`], but keeps the marker that says its
+/// managedFields need [`super::managed_fields::upgraded`] before an apply.
+fn child_meta(m: &mut ObjectMeta) {
+    super::managed_fields::keep_marker(m);
+    owned_meta(m);
+}
+
+fn owned_meta(m: &mut ObjectMeta) {
     m.annotations = None;
     m.creation_timestamp = None;
     m.generate_name = None;
@@ -32,7 +43,7 @@ pub fn runner(r: &mut Runner) {
 /// A Deployment: our spec fields, the replica counts and the Progressing
 /// condition's reason and message (all status reads).
 pub fn deployment(d: &mut Deployment) {
-    meta(&mut d.metadata);
+    child_meta(&mut d.metadata);
     let spec = &mut d.spec;
     spec.strategy = None;
     spec.revision_history_limit = None;
@@ -67,7 +78,7 @@ fn container(c: Container) -> Container {
 
 /// A Service: type, selector and ports; no addresses, no status.
 pub fn service(s: &mut Service) {
-    meta(&mut s.metadata);
+    child_meta(&mut s.metadata);
     s.spec = s.spec.take().map(|spec| ServiceSpec {
         type_: spec.type_,
         selector: spec.selector,
@@ -79,7 +90,7 @@ pub fn service(s: &mut Service) {
 
 /// An Ingress: its spec (all ours); the load balancer status is not read.
 pub fn ingress(i: &mut Ingress) {
-    meta(&mut i.metadata);
+    child_meta(&mut i.metadata);
     i.status = None;
 }
 
@@ -87,7 +98,12 @@ pub fn ingress(i: &mut Ingress) {
 mod tests {
     use super::*;
     use crate::api::RunnerSpec;
-    use crate::manager::desired::{self, is_subset};
+    use crate::manager::desired;
+    use crate::manager::drift::plan;
+
+    fn is_subset(want: &Value, live: &Value) -> bool {
+        !plan(want, live).apply
+    }
     use serde_json::{Value, json};
 
     fn runner() -> Runner {

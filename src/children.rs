@@ -1,0 +1,100 @@
+//! Pure: whose a child is. One rule for the manager (and, in time, for
+//! `describe`, `diagnose` and `e2e`): a child is the Runner's when its
+//! *controller* ownerReference carries the Runner's UID. Labels are fields
+//! we set and put back when removed; they never decide ownership.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::GROUP;
+
+/// How a same-name object stands relative to a Runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Controlled by this Runner (its UID).
+    Ours,
+    /// Controlled by an earlier Runner of the same kind (another UID): it is
+    /// going away with that Runner, or was orphaned from it.
+    StaleOwner,
+    /// Anything else: someone else's object that happens to have the name.
+    Foreign,
+}
+
+/// The ownership of `child` for the Runner with `runner_uid`.
+pub fn ownership(child: &ObjectMeta, runner_uid: &str) -> Ownership {
+    let controller = child.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+    match controller {
+        Some(o) if !runner_uid.is_empty() && o.uid == runner_uid => Ownership::Ours,
+        Some(o) if o.kind == "Runner" && o.api_version.split('/').next() == Some(GROUP) => {
+            Ownership::StaleOwner
+        }
+        _ => Ownership::Foreign,
+    }
+}
+
+/// A child the Runner may not touch, for its status and Events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    /// `Deployment`, `Service` or `Ingress`.
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub ownership: Ownership,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Refused { kind, namespace, name, .. } = self;
+        match self.ownership {
+            Ownership::StaleOwner => {
+                write!(f, "{kind} {namespace}/{name} still belongs to an earlier Runner of this name")
+            }
+            _ => write!(f, "{kind} {namespace}/{name} exists and is not controlled by this Runner"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn meta(owner: Option<(&str, &str, bool)>, labelled_uid: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: owner.map(|(kind, uid, controller)| {
+                vec![OwnerReference {
+                    api_version: format!("{GROUP}/v1alpha1"),
+                    kind: kind.into(),
+                    name: "web".into(),
+                    uid: uid.into(),
+                    controller: Some(controller),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            labels: labelled_uid.map(|u| [(crate::api::RUNNER_UID_LABEL.to_string(), u.to_string())].into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_controller_reference_alone_decides() {
+        assert_eq!(ownership(&meta(Some(("Runner", "u1", true)), Some("u1")), "u1"), Ownership::Ours);
+        assert_eq!(
+            ownership(&meta(Some(("Runner", "u1", true)), None), "u1"),
+            Ownership::Ours,
+            "label removed"
+        );
+        assert_eq!(
+            ownership(&meta(None, Some("u1")), "u1"),
+            Ownership::Foreign,
+            "a copied label is not ownership"
+        );
+        assert_eq!(ownership(&meta(Some(("Runner", "u1", false)), Some("u1")), "u1"), Ownership::Foreign);
+    }
+
+    #[test]
+    fn an_earlier_runners_child_is_stale_and_anothers_is_foreign() {
+        assert_eq!(ownership(&meta(Some(("Runner", "u0", true)), Some("u0")), "u1"), Ownership::StaleOwner);
+        assert_eq!(ownership(&meta(Some(("ReplicaSet", "x", true)), None), "u1"), Ownership::Foreign);
+        assert_eq!(ownership(&meta(Some(("Runner", "u1", true)), None), ""), Ownership::StaleOwner);
+    }
+}
