@@ -153,7 +153,15 @@ start() {
   fi
   step "$name: starting, log $STATE/logs/$name.log"
   setsid "$@" > "$STATE/logs/$name.log" 2>&1 < /dev/null 9>&- &
-  echo "$!" > "$STATE/pids/$name.pid"
+  pid=$!
+  echo "$pid" > "$STATE/pids/$name.pid"
+  # Until the child has exec'd, its command line is this script's and
+  # component_pid would call a starting component exited: wait for the exec
+  # (or its exit, which wait_until then reports with the log).
+  local tries=100
+  while ! component_pid "$name" > /dev/null && [ -d "/proc/$pid" ] && ((tries-- > 0)); do
+    sleep 0.05
+  done
 }
 
 kubectl() { "$BIN/kubectl" --kubeconfig="$KUBECONFIG_PATH" "$@"; }

@@ -1,0 +1,105 @@
+//! The convergence oracle: a Runner's children as the apiserver holds them,
+//! compared field by field with what `desired` computes for the Runner's
+//! *current* spec, read back from the apiserver (whatever wrote it), plus a
+//! status that has caught up with that spec.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::ResourceExt;
+use kubectl_runner::api::{Phase, Runner, condition};
+use kubectl_runner::children::{Ownership, ownership};
+
+use crate::support::TestNs;
+
+/// What is still off, or Ok when the Runner has converged. With `exact`,
+/// the children carry nothing but ours (no port or container added by
+/// someone else), which is what a walk over specs alone must end with.
+pub async fn check(ns: &TestNs, name: &str, exact: bool) -> Result<Runner, String> {
+    let r = ns.api::<Runner>().get(name).await.map_err(|e| format!("get Runner: {e}"))?;
+    let uid = r.uid().unwrap_or_default();
+    let spec = &r.spec;
+    let d = ns.api::<Deployment>().get_opt(name).await.map_err(|e| e.to_string())?.ok_or("no Deployment")?;
+    if ownership(&d.metadata, &uid) != Ownership::Ours {
+        return Err("the Deployment is not controlled by this Runner".into());
+    }
+    if d.spec.replicas != Some(spec.replicas) {
+        return Err(format!("Deployment replicas {:?}, spec {}", d.spec.replicas, spec.replicas));
+    }
+    let pod = d.spec.template.spec.as_ref().ok_or("no Pod template")?;
+    let c = pod.containers.iter().find(|c| c.name == "runner").ok_or("no runner container")?;
+    if c.image.as_deref() != Some(spec.image.as_str()) {
+        return Err(format!("image {:?}, spec {}", c.image, spec.image));
+    }
+    let ports: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
+    if !ports.contains(&spec.port) || (exact && (ports.len() != 1 || pod.containers.len() != 1)) {
+        return Err(format!("container ports {ports:?}, spec port {}", spec.port));
+    }
+    let s = ns.api::<Service>().get_opt(name).await.map_err(|e| e.to_string())?.ok_or("no Service")?;
+    if ownership(&s.metadata, &uid) != Ownership::Ours {
+        return Err("the Service is not controlled by this Runner".into());
+    }
+    let sports: Vec<(Option<String>, i32)> =
+        s.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| (p.name.clone(), p.port)).collect();
+    let http: Vec<_> = sports.iter().filter(|(n, _)| n.as_deref() == Some("http")).collect();
+    if http.len() != 1 || http[0].1 != spec.port || (exact && sports.len() != 1) {
+        return Err(format!("Service ports {sports:?}, spec port {}", spec.port));
+    }
+    let ing = ns.api::<Ingress>().get_opt(name).await.map_err(|e| e.to_string())?;
+    let ing = ing.filter(|i| i.metadata.deletion_timestamp.is_none());
+    match (&spec.host, &ing) {
+        (None, Some(_)) => return Err("an Ingress without a host".into()),
+        (Some(h), None) => return Err(format!("no Ingress for host {h}")),
+        (Some(h), Some(i)) => {
+            let rule =
+                i.spec.as_ref().and_then(|s| s.rules.as_ref()).and_then(|r| r.first()).ok_or("no rule")?;
+            let port = rule
+                .http
+                .as_ref()
+                .and_then(|h| h.paths.first())
+                .and_then(|p| p.backend.service.as_ref())
+                .and_then(|s| s.port.as_ref())
+                .and_then(|p| p.number);
+            if rule.host.as_deref() != Some(h.as_str()) || port != Some(spec.port) {
+                return Err(format!("Ingress rule {:?} -> {port:?}, spec {h} -> {}", rule.host, spec.port));
+            }
+        }
+        (None, None) => {}
+    }
+    let st = r.status.as_ref().ok_or("no status")?;
+    if st.observed_generation != r.metadata.generation {
+        return Err(format!(
+            "observedGeneration {:?}, generation {:?}",
+            st.observed_generation, r.metadata.generation
+        ));
+    }
+    let ready = st.conditions.iter().any(|c| c.type_ == condition::READY && c.status == "True");
+    if st.phase != Phase::Available || !ready || st.ready_replicas != spec.replicas {
+        return Err(format!("phase {} ready {} ({:?})", st.phase, st.ready_replicas, st.message));
+    }
+    Ok(r)
+}
+
+/// Polls [`check`] until it passes; panics with the last difference and
+/// `context` (a seed, a step) after `timeout`.
+pub async fn wait_converged(
+    ns: &TestNs,
+    name: &str,
+    exact: bool,
+    timeout: Duration,
+    context: &str,
+) -> Runner {
+    let start = Instant::now();
+    loop {
+        match check(ns, name, exact).await {
+            Ok(r) => return r,
+            Err(why) if start.elapsed() > timeout => {
+                panic!("{context}: Runner {}/{name} did not converge in {timeout:?}: {why}", ns.name)
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
