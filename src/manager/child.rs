@@ -105,7 +105,7 @@ pub async fn ensure<K: Child>(
     if !plan.apply {
         return Ok(Outcome::Ours(live));
     }
-    if managed_fields::needs_upgrade(live.meta()) || !plan.remove.is_empty() {
+    if managed_fields::needs_upgrade(live.meta()) || !plan.renamed.is_empty() {
         match prepare(ctx, &api, &name, &want_v).await {
             Err(e) if is_rejection(&e) => return Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
             other => other.map_err(|e| Error::api("prepare", kind, &ns, &name, e))?,
@@ -129,18 +129,25 @@ pub async fn ensure<K: Child>(
 
 /// One JSON patch, guarded by the resourceVersion just read, that makes
 /// our next apply able to converge: folds our Update entry into our Apply
-/// entry ([`managed_fields`]) and removes list entries that took the name
-/// of one of ours under another key ([`drift::Plan::remove`]).
+/// entry ([`managed_fields`]), and puts our entry in the place of one that
+/// someone else gave our entry's name under another key
+/// ([`drift::Renamed`]; ours, our apply replaces by itself). The entry it
+/// writes is recorded under our name as Update, folded in by the next one.
 async fn prepare<K: Child>(ctx: &Context, api: &Api<K>, name: &str, want: &Value) -> kube::Result<()> {
     let full = api.get(name).await?;
     let full_v = serde_json::to_value(&full).map_err(kube::Error::SerdeError)?;
+    let entries = full.meta().managed_fields.clone().unwrap_or_default();
+    let upgraded = managed_fields::upgraded(&entries);
+    let ours = managed_fields::applied_fields(upgraded.as_deref().unwrap_or(&entries));
     let mut ops =
         vec![json!({ "op": "test", "path": "/metadata/resourceVersion", "value": full.resource_version() })];
-    if let Some(entries) = full.meta().managed_fields.as_deref().and_then(managed_fields::upgraded) {
+    if let Some(entries) = &upgraded {
         ops.push(json!({ "op": "replace", "path": "/metadata/managedFields", "value": entries }));
     }
-    for ptr in removal_order(drift::plan(want, &full_v).remove) {
-        ops.push(json!({ "op": "remove", "path": ptr }));
+    for r in drift::plan(want, &full_v).renamed {
+        if !managed_fields::contains(&ours, &r.field_path) {
+            ops.push(json!({ "op": "replace", "path": r.pointer, "value": r.ours }));
+        }
     }
     if ops.len() == 1 {
         return Ok(());
@@ -152,13 +159,6 @@ async fn prepare<K: Child>(ctx: &Context, api: &Api<K>, name: &str, want: &Value
     info!(kind = %K::kind(&()), name, "took over our fields before applying");
     ctx.metrics.write("prepare_child");
     Ok(())
-}
-
-/// Removals from the end of each list first, so earlier indices stay valid.
-fn removal_order(mut ptrs: Vec<String>) -> Vec<String> {
-    let index = |p: &String| p.rsplit('/').next().and_then(|i| i.parse::<usize>().ok()).unwrap_or(0);
-    ptrs.sort_by_key(|p| std::cmp::Reverse(index(p)));
-    ptrs
 }
 
 /// Deletes the same-name child if it is ours, once, with a UID
@@ -199,16 +199,4 @@ pub async fn delete<K: Child>(ctx: &Context, store: &Store<K>, runner: &Runner) 
     ctx.metrics.write(&format!("delete_{}", kind.to_lowercase()));
     ctx.deleted().entry(uid).or_default().insert(child, gone);
     Ok(!gone)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn later_entries_of_a_list_are_removed_first() {
-        let got =
-            removal_order(vec!["/spec/ports/2".into(), "/spec/ports/10".into(), "/spec/ports/0".into()]);
-        assert_eq!(got, ["/spec/ports/10", "/spec/ports/2", "/spec/ports/0"]);
-    }
 }

@@ -12,9 +12,10 @@
 //!
 //! One more case needs a write that apply cannot make: an entry of a keyed
 //! list that carries the name of one of ours under another key (our `http`
-//! port edited to another number). Apply would add ours back next to it and
-//! the apiserver would refuse two ports named `http`; [`plan`] lists such
-//! entries so the caller removes them first.
+//! port edited to another number by someone else). Apply would add ours back
+//! next to it and the apiserver would refuse two ports named `http`; [`plan`]
+//! lists such entries so the caller can put ours in their place first
+//! (unless our apply owns them and replaces them anyway).
 
 use serde_json::Value;
 
@@ -52,49 +53,89 @@ fn merge_at(path: &[&str]) -> Merge {
 pub struct Plan {
     /// A field we set has another value (or is missing): apply.
     pub apply: bool,
-    /// JSON pointers (into `live`) of list entries that took the name of one
-    /// of ours under another key; removed before the apply.
-    pub remove: Vec<String>,
+    /// List entries that took the name of one of ours under another key.
+    pub renamed: Vec<Renamed>,
+}
+
+/// A list entry of `live` that carries the name of one of ours.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Renamed {
+    /// JSON pointer to the entry in `live`.
+    pub pointer: String,
+    /// Its path in a `managedFields` FieldsV1 trie (`f:spec`, `k:{...}`):
+    /// if our Apply entry owns it, our apply replaces it by itself.
+    pub field_path: Vec<String>,
+    /// Our entry, to put in its place.
+    pub ours: Value,
 }
 
 /// Compares `desired` (what we apply) with `live`.
 pub fn plan(desired: &Value, live: &Value) -> Plan {
     let mut p = Plan::default();
-    p.apply = !walk(&mut Vec::new(), &mut String::new(), desired, live, &mut p.remove);
+    let mut at = At { path: Vec::new(), ptr: String::new(), fields: Vec::new() };
+    p.apply = !walk(&mut at, desired, live, &mut p.renamed);
     p
+}
+
+/// Where the walk is: the schema path, the JSON pointer into `live`, and
+/// the FieldsV1 path.
+struct At<'a> {
+    path: Vec<&'a str>,
+    ptr: String,
+    fields: Vec<String>,
+}
+
+impl<'a> At<'a> {
+    fn enter(&mut self, schema: &'a str, ptr: &str, field: String) -> usize {
+        self.path.push(schema);
+        let len = self.ptr.len();
+        self.ptr.push('/');
+        self.ptr.push_str(ptr);
+        self.fields.push(field);
+        len
+    }
+
+    fn leave(&mut self, len: usize) {
+        self.path.pop();
+        self.ptr.truncate(len);
+        self.fields.pop();
+    }
+}
+
+/// The FieldsV1 key of a list-map entry: `k:` and its key fields as JSON
+/// (serde_json's map keeps keys sorted, as the apiserver writes them).
+fn entry_key(keys: &[&str], v: &Value) -> String {
+    let m: serde_json::Map<String, Value> =
+        keys.iter().filter_map(|k| v.get(*k).map(|x| (k.to_string(), x.clone()))).collect();
+    format!("k:{}", Value::Object(m))
 }
 
 /// True when `live` carries `desired` at this path; collects renamed
 /// entries on the way.
-fn walk<'a>(
-    path: &mut Vec<&'a str>,
-    ptr: &mut String,
-    d: &'a Value,
-    l: &Value,
-    remove: &mut Vec<String>,
-) -> bool {
-    match (merge_at(path), d, l) {
+fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>) -> bool {
+    match (merge_at(&at.path), d, l) {
         (_, Value::Null, Value::Null) => true,
         (Merge::Atomic, d, l) => d == l,
         (Merge::Keyed(keys), Value::Array(ds), Value::Array(ls)) => {
+            let key_of = |v: &Value| keys.iter().map(|k| v.get(k).cloned()).collect::<Vec<_>>();
             let mut ok = true;
             for dv in ds {
-                let key_of = |v: &Value| keys.iter().map(|k| v.get(k).cloned()).collect::<Vec<_>>();
                 let same_key = ls.iter().position(|lv| key_of(lv) == key_of(dv));
                 for (i, lv) in ls.iter().enumerate() {
-                    let renamed =
-                        Some(i) != same_key && dv.get("name").is_some() && lv.get("name") == dv.get("name");
-                    if renamed {
-                        remove.push(format!("{ptr}/{i}"));
+                    if Some(i) != same_key && dv.get("name").is_some() && lv.get("name") == dv.get("name") {
+                        let len = at.enter("[]", &i.to_string(), entry_key(keys, lv));
+                        renamed.push(Renamed {
+                            pointer: at.ptr.clone(),
+                            field_path: at.fields.clone(),
+                            ours: dv.clone(),
+                        });
+                        at.leave(len);
                     }
                 }
                 ok &= same_key.is_some_and(|i| {
-                    path.push("[]");
-                    let len = ptr.len();
-                    ptr.push_str(&format!("/{i}"));
-                    let m = walk(path, ptr, dv, &ls[i], remove);
-                    ptr.truncate(len);
-                    path.pop();
+                    let len = at.enter("[]", &i.to_string(), entry_key(keys, &ls[i]));
+                    let m = walk(at, dv, &ls[i], renamed);
+                    at.leave(len);
                     m
                 });
             }
@@ -107,13 +148,9 @@ fn walk<'a>(
                     ok &= dv.is_null();
                     continue;
                 };
-                path.push(k);
-                let len = ptr.len();
-                ptr.push('/');
-                ptr.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                ok &= walk(path, ptr, dv, lv, remove);
-                ptr.truncate(len);
-                path.pop();
+                let len = at.enter(k, &k.replace('~', "~0").replace('/', "~1"), format!("f:{k}"));
+                ok &= walk(at, dv, lv, renamed);
+                at.leave(len);
             }
             ok
         }
@@ -173,14 +210,20 @@ mod tests {
     }
 
     #[test]
-    fn our_port_under_a_new_number_is_removed_before_the_apply() {
+    fn our_port_under_a_new_number_is_found_with_its_managed_fields_path() {
         let want = svc(json!([{ "name": "http", "port": 8080, "protocol": "TCP" }]), json!({}));
         let live = svc(
             json!([{ "name": "metrics", "port": 9090, "protocol": "TCP" },
                    { "name": "http", "port": 80, "protocol": "TCP" }]),
             json!({}),
         );
-        assert_eq!(plan(&want, &live), Plan { apply: true, remove: vec!["/spec/ports/1".into()] });
+        let p = plan(&want, &live);
+        assert!(p.apply);
+        assert_eq!(p.renamed.len(), 1);
+        let r = &p.renamed[0];
+        assert_eq!(r.pointer, "/spec/ports/1");
+        assert_eq!(r.field_path, ["f:spec", "f:ports", r#"k:{"port":80,"protocol":"TCP"}"#]);
+        assert_eq!(r.ours["port"], 8080);
     }
 
     #[test]
@@ -204,7 +247,9 @@ mod tests {
         moved["spec"]["template"]["spec"]["containers"][1]["image"] = json!("nginx:1");
         let p = plan(&want, &moved);
         assert!(p.apply);
-        assert_eq!(p.remove, vec!["/spec/template/spec/containers/1/ports/0".to_string()]);
+        let paths: Vec<_> = p.renamed.iter().map(|r| r.pointer.as_str()).collect();
+        assert_eq!(paths, ["/spec/template/spec/containers/1/ports/0"]);
+        assert_eq!(p.renamed[0].field_path[4], r#"k:{"name":"runner"}"#);
     }
 
     #[test]

@@ -66,6 +66,20 @@ pub fn upgraded(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFieldsEntry
     Some(out)
 }
 
+/// The fields our Apply entry owns (an empty trie without one).
+pub fn applied_fields(entries: &[ManagedFieldsEntry]) -> Value {
+    entries
+        .iter()
+        .find(|e| is_ours(e, "Apply"))
+        .and_then(|e| e.fields_v1.as_ref())
+        .map_or(Value::Object(Default::default()), |f| f.0.clone())
+}
+
+/// True when the trie holds the field at `path` (`f:spec`, `k:{...}`, ...).
+pub fn contains(trie: &Value, path: &[String]) -> bool {
+    path.iter().try_fold(trie, |node, step| node.get(step)).is_some()
+}
+
 /// Set union of two `FieldsV1` tries (objects whose leaves are `{}`).
 fn union(into: &mut Value, from: &Value) {
     if let (Value::Object(a), Value::Object(b)) = (into, from) {
@@ -135,6 +149,19 @@ mod tests {
         assert!(upgraded(&entries).is_none());
         let meta = ObjectMeta { managed_fields: Some(entries), ..Default::default() };
         assert!(!needs_upgrade(&meta));
+    }
+
+    #[test]
+    fn a_field_path_is_found_in_our_apply_entry_only() {
+        let port = r#"k:{"port":80,"protocol":"TCP"}"#;
+        let entries = vec![
+            entry(FIELD_MANAGER, "Apply", json!({ "f:spec": { "f:ports": { port: { ".": {} } } } })),
+            entry("kubectl-edit", "Update", json!({ "f:spec": { "f:ports": { "k:{\"port\":81}": {} } } })),
+        ];
+        let ours = applied_fields(&entries);
+        let path = |k: &str| vec!["f:spec".to_string(), "f:ports".into(), k.into()];
+        assert!(contains(&ours, &path(port)));
+        assert!(!contains(&ours, &path(r#"k:{"port":81}"#)));
     }
 
     #[test]
