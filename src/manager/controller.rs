@@ -89,6 +89,26 @@ fn runner_changed(r: &Runner) -> Option<u64> {
     Some(h.finish())
 }
 
+/// A watch's errors, logged and dropped after its own backoff. Passed on,
+/// they would reach the Controller's one backoff for all its triggers: each
+/// watch's `410 Expired` after an apiserver restart would pause every
+/// trigger for up to 30 s, one after the other, and Runners created in the
+/// meantime would wait minutes for their first pass.
+fn without_errors<K: Send + 'static>(
+    what: &'static str,
+    stream: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    stream.filter_map(move |item| {
+        futures::future::ready(match item {
+            Ok(obj) => Some(Ok(obj)),
+            Err(e) => {
+                warn!(watch = what, error = %e, "watch error; retrying with backoff (a relist follows 410 Expired)");
+                None
+            }
+        })
+    })
+}
+
 /// The Runner a child event concerns: the one with the child's name, not
 /// the owner. A child of a deleted Runner going away must wake the Runner
 /// created again under the same name, which waits for that name.
@@ -168,16 +188,19 @@ pub async fn run(
         .modify(trim::deployment)
         .reflect(dep_w)
         .touched_objects();
+    let dep_stream = without_errors("Deployment", dep_stream);
     let svc_stream = watcher(scoped::<Service>(&client, ns), children.clone())
         .default_backoff()
         .modify(trim::service)
         .reflect(svc_w)
         .touched_objects();
+    let svc_stream = without_errors("Service", svc_stream);
     let ing_stream = watcher(scoped::<Ingress>(&client, ns), children.clone())
         .default_backoff()
         .modify(trim::ingress)
         .reflect(ing_w)
         .touched_objects();
+    let ing_stream = without_errors("Ingress", ing_stream);
     let runner_stream =
         watcher(scoped::<Runner>(&client, ns), watcher::Config::default().page_size(LIST_PAGE))
             .default_backoff()
@@ -185,6 +208,7 @@ pub async fn run(
             .reflect(runner_w)
             .applied_objects()
             .predicate_filter(runner_changed, Default::default());
+    let runner_stream = without_errors("Runner", runner_stream);
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
@@ -194,7 +218,7 @@ pub async fn run(
             let hits = match event {
                 Ok(ev) => pods.apply(ev),
                 Err(e) => {
-                    warn!(error = %e, "Pod watch");
+                    warn!(watch = "Pod", error = %e, "watch error; retrying with backoff (a relist follows 410 Expired)");
                     vec![]
                 }
             };
