@@ -24,6 +24,7 @@ use super::metrics::Metrics;
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
 use super::reconcile::{Context, Stores, error_policy, reconcile};
+use super::retry::WatchBackoff;
 use super::{preflight, server, trim};
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
@@ -184,26 +185,26 @@ pub async fn run(
     let (ingresses, ing_w) = reflector::store::<Ingress>();
     let (runners, runner_w) = reflector::store::<Runner>();
     let dep_stream = watcher(scoped::<Deployment>(&client, ns), children.clone())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .modify(trim::deployment)
         .reflect(dep_w)
         .touched_objects();
     let dep_stream = without_errors("Deployment", dep_stream);
     let svc_stream = watcher(scoped::<Service>(&client, ns), children.clone())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .modify(trim::service)
         .reflect(svc_w)
         .touched_objects();
     let svc_stream = without_errors("Service", svc_stream);
     let ing_stream = watcher(scoped::<Ingress>(&client, ns), children.clone())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .modify(trim::ingress)
         .reflect(ing_w)
         .touched_objects();
     let ing_stream = without_errors("Ingress", ing_stream);
     let runner_stream =
         watcher(scoped::<Runner>(&client, ns), watcher::Config::default().page_size(LIST_PAGE))
-            .default_backoff()
+            .backoff(WatchBackoff::default())
             .modify(trim::runner)
             .reflect(runner_w)
             .applied_objects()
@@ -212,7 +213,7 @@ pub async fn run(
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
-    let pod_triggers = watcher(scoped::<PodView>(&client, ns), children).default_backoff().flat_map({
+    let pod_triggers = watcher(scoped::<PodView>(&client, ns), children).backoff(WatchBackoff::default()).flat_map({
         let pods = pods.clone();
         move |event| {
             let hits = match event {

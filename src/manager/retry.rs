@@ -28,6 +28,33 @@ pub fn resync(jitter: f64) -> Duration {
     spread(RESYNC, jitter)
 }
 
+/// A watch's wait between attempts after an error: 0.5 s doubling to 5 s,
+/// reset by the watch on success. kube's default grows to 30 s, so a watch
+/// that failed through a short apiserver outage could sleep half a minute
+/// after the apiserver is back.
+#[derive(Debug, Default)]
+pub struct WatchBackoff {
+    failures: u32,
+}
+
+/// Longest wait of a watch between attempts.
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.failures = self.failures.saturating_add(1);
+        Some(backoff(self.failures, rand::random()).min(WATCH_BACKOFF_MAX))
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
 fn spread(d: Duration, jitter: f64) -> Duration {
     d + d.mul_f64(jitter.clamp(0.0, 1.0) / 10.0)
 }
@@ -43,6 +70,17 @@ mod tests {
         assert_eq!(backoff(5, 0.0), Duration::from_secs(8));
         assert_eq!(backoff(40, 0.0), BACKOFF_MAX);
         assert!(backoff(40, 0.99) <= BACKOFF_MAX.mul_f64(1.1));
+    }
+
+    #[test]
+    fn a_watch_backs_off_to_five_seconds_and_starts_over_after_a_reset() {
+        use kube::runtime::utils::Backoff;
+        let mut b = WatchBackoff::default();
+        let first = b.next().unwrap();
+        assert!(first >= Duration::from_millis(500) && first < Duration::from_millis(560));
+        assert_eq!(b.by_ref().nth(20), Some(WATCH_BACKOFF_MAX));
+        b.reset();
+        assert!(b.next().unwrap() < Duration::from_millis(560));
     }
 
     #[test]
