@@ -20,6 +20,7 @@ pub mod manifests;
 pub mod output;
 pub mod progress;
 pub mod run_manager;
+pub mod runner_file;
 pub mod scale;
 
 /// Exit codes, shared by every subcommand (documented in `--help`).
