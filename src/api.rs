@@ -196,6 +196,22 @@ impl RunnerSpec {
     }
 }
 
+/// The JSON patch that removes [`FINALIZER`] and nothing else, or `None`
+/// when the Runner does not carry it. It `test`s the entry at its index
+/// first: when the list changed since `runner` was read, the apiserver
+/// refuses the patch (422) instead of removing another controller's
+/// finalizer, and the caller reads again.
+pub fn remove_finalizer_patch(runner: &Runner) -> Option<json_patch::Patch> {
+    use json_patch::{PatchOperation, RemoveOperation, TestOperation, jsonptr::PointerBuf};
+    use kube::ResourceExt;
+    let index = runner.finalizers().iter().position(|f| f == FINALIZER)?.to_string();
+    let path = PointerBuf::from_tokens(["metadata", "finalizers", index.as_str()]);
+    Some(json_patch::Patch(vec![
+        PatchOperation::Test(TestOperation { path: path.clone(), value: FINALIZER.into() }),
+        PatchOperation::Remove(RemoveOperation { path }),
+    ]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +268,34 @@ mod tests {
             |field: &str, bound: usize| props[field]["description"].to_string().contains(&bound.to_string());
         assert!(says("image", MAX_IMAGE_LEN) && says("host", MAX_HOST_LEN));
         assert_eq!(spec["required"], serde_json::json!(["image"]));
+    }
+
+    #[test]
+    fn the_finalizer_patch_tests_and_removes_only_our_entry() {
+        let mut r = Runner::new("web", spec());
+        r.metadata.finalizers = Some(vec!["a.io/keep".into(), FINALIZER.into(), "b.io/keep".into()]);
+        let patch = serde_json::to_value(remove_finalizer_patch(&r).unwrap()).unwrap();
+        let path = "/metadata/finalizers/1";
+        assert_eq!(
+            patch,
+            serde_json::json!([{ "op": "test", "path": path, "value": FINALIZER }, { "op": "remove", "path": path }])
+        );
+        let mut doc = serde_json::to_value(&r).unwrap();
+        json_patch::patch(&mut doc, &remove_finalizer_patch(&r).unwrap()).unwrap();
+        assert_eq!(doc["metadata"]["finalizers"], serde_json::json!(["a.io/keep", "b.io/keep"]));
+        r.metadata.finalizers = Some(vec!["a.io/keep".into()]);
+        assert!(remove_finalizer_patch(&r).is_none());
+    }
+
+    #[test]
+    fn the_finalizer_patch_fails_when_the_list_moved() {
+        let mut r = Runner::new("web", spec());
+        r.metadata.finalizers = Some(vec!["a.io/keep".into(), FINALIZER.into()]);
+        let patch = remove_finalizer_patch(&r).unwrap();
+        let mut moved = serde_json::to_value(&r).unwrap();
+        moved["metadata"]["finalizers"] = serde_json::json!([FINALIZER, "a.io/keep"]);
+        assert!(json_patch::patch(&mut moved, &patch).is_err());
+        assert_eq!(moved["metadata"]["finalizers"], serde_json::json!([FINALIZER, "a.io/keep"]));
     }
 
     /// The rules as the apiserver will read them, from the generated CRD.

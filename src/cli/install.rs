@@ -18,7 +18,7 @@ use super::args::{DryRun, parse_duration};
 use super::output;
 use super::progress::{Progress, confirm};
 use super::{Ctx, Globals};
-use crate::api::{CRD_NAME, FIELD_MANAGER, Runner};
+use crate::api::{CRD_NAME, FIELD_MANAGER, FINALIZER, Runner, remove_finalizer_patch};
 use crate::error::{Error, Result, is_not_found};
 use crate::manifests::{self, INSTALLED_BY_LABEL, INSTALLED_BY_VALUE, Manifest, RbacScope};
 
@@ -237,11 +237,11 @@ async fn all_runners(ctx: &Ctx) -> Result<Vec<Runner>> {
 }
 
 /// Deletes every Runner and waits for them to go (the manager, still
-/// installed at this point, runs their finalizers). After `timeout`, strips
-/// the cleanup finalizer of those left: their children carry ownerReferences,
-/// so the garbage collector still removes them.
+/// installed at this point, runs their finalizers). After `timeout`, removes
+/// the cleanup finalizer from those left ([`remove_our_finalizer`]): their
+/// children carry ownerReferences, so the garbage collector still removes
+/// them.
 pub async fn delete_all_runners(ctx: &Ctx, timeout: Duration) -> Result<Vec<String>> {
-    let mut notes = Vec::new();
     for r in all_runners(ctx).await? {
         let ns = r.namespace().unwrap_or_default();
         let api = super::get::runners_api(ctx, Some(&ns));
@@ -255,24 +255,48 @@ pub async fn delete_all_runners(ctx: &Ctx, timeout: Duration) -> Result<Vec<Stri
     loop {
         let left = all_runners(ctx).await?;
         if left.is_empty() {
-            return Ok(notes);
+            return Ok(Vec::new());
         }
         if start.elapsed() >= timeout {
-            for r in left {
-                let ns = r.namespace().unwrap_or_default();
-                let patch = serde_json::json!({ "metadata": { "finalizers": null } });
-                let api = super::get::runners_api(ctx, Some(&ns));
-                match api.patch(&r.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-                    Ok(_) => notes.push(format!("removed the finalizer of Runner {ns}/{}", r.name_any())),
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
-                        return Err(Error::api("remove the finalizer of", "Runner", &ns, &r.name_any(), e));
-                    }
-                }
-            }
-            return Ok(notes);
+            return strip_finalizers(ctx, &left).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Removes our finalizer from each of `runners`; returns a note for each
+/// Runner it was removed from.
+pub async fn strip_finalizers(ctx: &Ctx, runners: &[Runner]) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for r in runners {
+        let ns = r.namespace().unwrap_or_default();
+        let api = super::get::runners_api(ctx, Some(&ns));
+        if remove_our_finalizer(&api, &ns, &r.name_any()).await? {
+            notes.push(format!("removed the finalizer {FINALIZER} of Runner {ns}/{}", r.name_any()));
+        }
+    }
+    Ok(notes)
+}
+
+/// Removes [`FINALIZER`] and only it, from a fresh read, with the JSON patch
+/// of [`remove_finalizer_patch`]: the finalizers of other controllers stay.
+/// When the list moved between the read and the patch (its `test` fails
+/// with 422), reads again, up to three times. True when it removed one.
+pub async fn remove_our_finalizer(api: &Api<Runner>, ns: &str, name: &str) -> Result<bool> {
+    const ATTEMPTS: usize = 3;
+    let op = "remove the finalizer of";
+    let mut attempt = 1;
+    loop {
+        let Some(r) = api.get_opt(name).await.map_err(|e| Error::api("get", "Runner", ns, name, e))? else {
+            return Ok(false);
+        };
+        let Some(patch) = remove_finalizer_patch(&r) else { return Ok(false) };
+        match api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
+            Ok(_) => return Ok(true),
+            Err(e) if is_not_found(&e) => return Ok(false),
+            Err(kube::Error::Api(s)) if s.code == 422 && attempt < ATTEMPTS => attempt += 1,
+            Err(e) => return Err(Error::api(op, "Runner", ns, name, e)),
+        }
     }
 }
 
