@@ -52,7 +52,9 @@ pub fn name_rule() -> String {
 /// `metadata.name`. It runs on create only (`optionalOldSelf` and
 /// `oldSelf.hasValue()`): a name never changes, and a Runner admitted before
 /// this rule existed must stay updatable, or its finalizer could never be
-/// removed.
+/// removed. The apiserver reports a root rule at `<nil>` and refuses a
+/// `fieldPath` into `metadata` (not part of the schema), so the message
+/// itself names the field.
 pub fn name_cel() -> Rule {
     Rule::new(format!(
         "oldSelf.hasValue() || (size(self.metadata.name) <= {MAX_NAME_LEN} \
