@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubectl_runner::api::{CRD_NAME, FINALIZER, Runner, RunnerSpec};
-use kubectl_runner::cli::{Ctx, create, delete, get, install};
+use kubectl_runner::cli::{Ctx, create, delete, get, uninstall};
 use support::{TestNs, ensure_crd, wait_for};
 
 /// Runs the binary with the test's KUBECONFIG, off the async runtime so the
@@ -282,13 +282,13 @@ async fn uninstall_force_removes_only_our_finalizer() {
     api.delete("held", &Default::default()).await.unwrap();
     let left = api.get("held").await.unwrap();
 
-    let notes = install::strip_finalizers(&ctx(&ns), std::slice::from_ref(&left)).await.unwrap();
+    let notes = uninstall::strip_finalizers(&ctx(&ns), std::slice::from_ref(&left)).await.unwrap();
     assert_eq!(notes.len(), 1, "{notes:?}");
     let after = api.get("held").await.unwrap();
     assert_eq!(after.finalizers(), others, "another controller's finalizer was lost");
     assert!(after.metadata.deletion_timestamp.is_some());
     // A second pass finds nothing of ours and changes nothing.
-    assert!(install::strip_finalizers(&ctx(&ns), std::slice::from_ref(&after)).await.unwrap().is_empty());
+    assert!(uninstall::strip_finalizers(&ctx(&ns), std::slice::from_ref(&after)).await.unwrap().is_empty());
     assert_eq!(api.get("held").await.unwrap().resource_version(), after.resource_version());
 
     // Let the namespace go.
