@@ -2,14 +2,18 @@
 //! the bounds the CLI validates against, and the names every other module
 //! (manager, CLI, diagnose, manifests) agrees on.
 //!
-//! Data flow: these types -> `Runner::crd()` -> `manifests/crd.yaml`; the same
-//! constants bound `RunnerSpec::validate()` on the client side, so a value the
-//! CLI accepts is a value the apiserver accepts.
+//! Data flow: these types -> `Runner::crd()` -> `manifests/crd.yaml`; the
+//! bounds and CEL rules come from [`rules`], whose checks also back
+//! `RunnerSpec::validate()` on the client side, so a value the CLI accepts is
+//! a value the apiserver accepts.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+pub mod rules;
+pub use rules::{HOST_PATTERN, MAX_HOST_LEN, MAX_IMAGE_LEN, MAX_NAME_LEN};
 
 /// API group of the Runner.
 pub const GROUP: &str = "lab.cloudlab.training";
@@ -35,17 +39,19 @@ pub const DEFAULT_REPLICAS: i32 = 1;
 pub const MIN_PORT: i32 = 1;
 pub const MAX_PORT: i32 = 65535;
 pub const DEFAULT_PORT: i32 = 80;
-/// Longest DNS-1123 subdomain.
-pub const MAX_HOST_LEN: usize = 253;
-/// DNS-1123 subdomain, as Kubernetes' own validation spells it.
-pub const HOST_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// What the user declares: an image, how many replicas, which port, and an
 /// optional host that makes an Ingress.
+//
+// Admission refuses what could never work (see `rules`): a name that cannot
+// name a Service (the root rule below), a host that is an IP address, an
+// image with whitespace or longer than `MAX_IMAGE_LEN`. Doc comments here
+// become the CRD's descriptions, which `kubectl explain` shows.
+//
 // Each printcolumn repeats `type_`; clippy reads the derive's input as
 // duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
 #[kube(
     group = "lab.cloudlab.training",
     version = "v1alpha1",
@@ -66,12 +72,14 @@ pub const HOST_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "URL", type_ = "string", json_path = ".status.url"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = rules::name_cel()
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunnerSpec {
-    /// Container image to run, e.g. `nginx:1.27`.
-    #[schemars(length(min = 1))]
+    /// Container image to run, e.g. `nginx:1.27`: at most 512 characters, no whitespace.
+    #[schemars(length(min = 1, max = MAX_IMAGE_LEN))]
+    #[x_kube(validation = rules::image_cel())]
     pub image: String,
     /// Number of Pods, 1 to 3.
     #[serde(default = "default_replicas")]
@@ -81,10 +89,12 @@ pub struct RunnerSpec {
     #[serde(default = "default_port")]
     #[schemars(range(min = MIN_PORT, max = MAX_PORT))]
     pub port: i32,
-    /// Optional DNS-1123 host name; when set, an Ingress routes it to the Service.
+    /// Optional DNS-1123 host name (not an IP address, at most 253 characters);
+    /// when set, an Ingress routes it to the Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = MAX_HOST_LEN))]
     #[schemars(pattern(HOST_PATTERN))]
+    #[x_kube(validation = rules::host_cel())]
     pub host: Option<String>,
 }
 
@@ -167,12 +177,11 @@ pub mod condition {
 }
 
 impl RunnerSpec {
-    /// Checks the spec against the same bounds as the CRD schema, so bad
-    /// input fails before any request. The error names the field and range.
+    /// Checks the spec against the same bounds and rules as the CRD schema
+    /// ([`rules`]), so bad input fails before any request. The error names
+    /// the field and the allowed range or rule.
     pub fn validate(&self) -> Result<(), String> {
-        if self.image.trim().is_empty() {
-            return Err("spec.image: must not be empty".into());
-        }
+        rules::check_image(&self.image)?;
         if !(MIN_REPLICAS..=MAX_REPLICAS).contains(&self.replicas) {
             return Err(format!(
                 "spec.replicas: {} is out of range; allowed {MIN_REPLICAS}..={MAX_REPLICAS}",
@@ -183,32 +192,26 @@ impl RunnerSpec {
             return Err(format!("spec.port: {} is out of range; allowed {MIN_PORT}..={MAX_PORT}", self.port));
         }
         if let Some(host) = &self.host {
-            validate_host(host)?;
+            rules::check_host(host)?;
         }
         Ok(())
     }
 }
 
-/// DNS-1123 subdomain check without a regex engine: lowercase alphanumerics
-/// and '-', dot-separated labels that start and end alphanumeric.
-pub fn validate_host(host: &str) -> Result<(), String> {
-    let bad = || {
-        format!(
-            "spec.host: {host:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', \
-             each label starting and ending with a letter or digit, at most {MAX_HOST_LEN} characters)"
-        )
-    };
-    if host.is_empty() || host.len() > MAX_HOST_LEN {
-        return Err(bad());
-    }
-    let label_ok = |l: &str| {
-        let b = l.as_bytes();
-        !b.is_empty()
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            && b[0] != b'-'
-            && b[b.len() - 1] != b'-'
-    };
-    if host.split('.').all(label_ok) { Ok(()) } else { Err(bad()) }
+/// The JSON patch that removes [`FINALIZER`] and nothing else, or `None`
+/// when the Runner does not carry it. It `test`s the entry at its index
+/// first: when the list changed since `runner` was read, the apiserver
+/// refuses the patch (422) instead of removing another controller's
+/// finalizer, and the caller reads again.
+pub fn remove_finalizer_patch(runner: &Runner) -> Option<json_patch::Patch> {
+    use json_patch::{PatchOperation, RemoveOperation, TestOperation, jsonptr::PointerBuf};
+    use kube::ResourceExt;
+    let index = runner.finalizers().iter().position(|f| f == FINALIZER)?.to_string();
+    let path = PointerBuf::from_tokens(["metadata", "finalizers", index.as_str()]);
+    Some(json_patch::Patch(vec![
+        PatchOperation::Test(TestOperation { path: path.clone(), value: FINALIZER.into() }),
+        PatchOperation::Remove(RemoveOperation { path }),
+    ]))
 }
 
 #[cfg(test)]
@@ -240,16 +243,6 @@ mod tests {
     }
 
     #[test]
-    fn host_must_be_a_dns_subdomain() {
-        for ok in ["a.example.com", "x", "a-b.c1"] {
-            assert!(validate_host(ok).is_ok(), "{ok}");
-        }
-        for bad in ["", "A.com", "-a.com", "a..b", "a_b", "a.", &"a".repeat(254)] {
-            assert!(validate_host(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn host_pattern_in_the_schema_is_the_shared_constant() {
         let crd = serde_json::to_string(&Runner::crd()).unwrap();
         let escaped = serde_json::to_string(HOST_PATTERN).unwrap();
@@ -269,7 +262,98 @@ mod tests {
         assert_eq!(num(&props["port"]["maximum"]), f64::from(MAX_PORT));
         assert_eq!(num(&props["port"]["default"]), f64::from(DEFAULT_PORT));
         assert_eq!(num(&props["image"]["minLength"]), 1.0);
+        assert_eq!(num(&props["image"]["maxLength"]), MAX_IMAGE_LEN as f64);
+        assert_eq!(num(&props["host"]["maxLength"]), MAX_HOST_LEN as f64);
+        assert_eq!(props["host"]["pattern"], HOST_PATTERN);
+        // What `kubectl explain` shows states the same bounds.
+        let says =
+            |field: &str, bound: usize| props[field]["description"].to_string().contains(&bound.to_string());
+        assert!(says("image", MAX_IMAGE_LEN) && says("host", MAX_HOST_LEN));
         assert_eq!(spec["required"], serde_json::json!(["image"]));
+    }
+
+    #[test]
+    fn the_finalizer_patch_tests_and_removes_only_our_entry() {
+        let mut r = Runner::new("web", spec());
+        r.metadata.finalizers = Some(vec!["a.io/keep".into(), FINALIZER.into(), "b.io/keep".into()]);
+        let patch = serde_json::to_value(remove_finalizer_patch(&r).unwrap()).unwrap();
+        let path = "/metadata/finalizers/1";
+        assert_eq!(
+            patch,
+            serde_json::json!([{ "op": "test", "path": path, "value": FINALIZER }, { "op": "remove", "path": path }])
+        );
+        let mut doc = serde_json::to_value(&r).unwrap();
+        json_patch::patch(&mut doc, &remove_finalizer_patch(&r).unwrap()).unwrap();
+        assert_eq!(doc["metadata"]["finalizers"], serde_json::json!(["a.io/keep", "b.io/keep"]));
+        r.metadata.finalizers = Some(vec!["a.io/keep".into()]);
+        assert!(remove_finalizer_patch(&r).is_none());
+    }
+
+    #[test]
+    fn the_finalizer_patch_fails_when_the_list_moved() {
+        let mut r = Runner::new("web", spec());
+        r.metadata.finalizers = Some(vec!["a.io/keep".into(), FINALIZER.into()]);
+        let patch = remove_finalizer_patch(&r).unwrap();
+        let mut moved = serde_json::to_value(&r).unwrap();
+        moved["metadata"]["finalizers"] = serde_json::json!([FINALIZER, "a.io/keep"]);
+        assert!(json_patch::patch(&mut moved, &patch).is_err());
+        assert_eq!(moved["metadata"]["finalizers"], serde_json::json!([FINALIZER, "a.io/keep"]));
+    }
+
+    /// The rules as the apiserver will read them, from the generated CRD.
+    fn cel_rules(crd: &serde_json::Value, at: &[&str]) -> Vec<serde_json::Value> {
+        let mut node = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        for key in at {
+            node = &node["properties"][*key];
+        }
+        node["x-kubernetes-validations"].as_array().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_crd_checks_the_name_at_the_root_on_create_only() {
+        let crd = serde_json::to_value(Runner::crd()).unwrap();
+        let root = cel_rules(&crd, &[]);
+        assert_eq!(root.len(), 1, "{root:?}");
+        let rule = root[0]["rule"].as_str().unwrap();
+        assert!(rule.contains("self.metadata.name") && rule.contains(rules::NAME_PATTERN), "{rule}");
+        assert!(rule.contains(&format!("size(self.metadata.name) <= {MAX_NAME_LEN}")), "{rule}");
+        assert_eq!(root[0]["optionalOldSelf"], true);
+        let msg = root[0]["message"].as_str().unwrap();
+        assert!(msg.starts_with("metadata.name must be a DNS-1035 label of at most 63 characters"), "{msg}");
+    }
+
+    #[test]
+    fn the_crd_refuses_ip_hosts_and_images_with_whitespace() {
+        let crd = serde_json::to_value(Runner::crd()).unwrap();
+        let host = cel_rules(&crd, &["spec", "host"]);
+        assert_eq!(host.len(), 1, "{host:?}");
+        assert_eq!(host[0]["rule"], format!("!self.matches(r'{}')", rules::IPV4_PATTERN));
+        assert_eq!(host[0]["message"], rules::HOST_NOT_IP);
+        let image = cel_rules(&crd, &["spec", "image"]);
+        assert_eq!(image.len(), 1, "{image:?}");
+        assert_eq!(image[0]["rule"], format!("!self.matches(r'{}')", rules::WHITESPACE_PATTERN));
+        assert_eq!(image[0]["message"], rules::IMAGE_NO_WHITESPACE);
+        assert!(cel_rules(&crd, &["spec"]).is_empty() && cel_rules(&crd, &["spec", "port"]).is_empty());
+    }
+
+    #[test]
+    fn spec_validate_gives_the_schema_refusals_with_the_field() {
+        let cases = [
+            (RunnerSpec { image: "a".repeat(MAX_IMAGE_LEN + 1), ..spec() }, "spec.image: 513 characters"),
+            (
+                RunnerSpec { image: "nginx 1.27".into(), ..spec() },
+                "spec.image: \"nginx 1.27\" must not contain",
+            ),
+            (
+                RunnerSpec { host: Some("10.0.0.1".into()), ..spec() },
+                "spec.host: \"10.0.0.1\" must be a DNS name",
+            ),
+        ];
+        for (s, want) in cases {
+            let err = s.validate().unwrap_err();
+            assert!(err.starts_with(want), "{err}");
+        }
+        assert_eq!(RunnerSpec { image: "a".repeat(MAX_IMAGE_LEN), ..spec() }.validate(), Ok(()));
     }
 
     #[test]

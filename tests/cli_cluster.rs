@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubectl_runner::api::{CRD_NAME, FINALIZER, Runner, RunnerSpec};
-use kubectl_runner::cli::{Ctx, create, get};
+use kubectl_runner::cli::{Ctx, create, delete, get, uninstall};
 use support::{TestNs, ensure_crd, wait_for};
 
 /// Runs the binary with the test's KUBECONFIG, off the async runtime so the
@@ -245,4 +246,52 @@ async fn errors_from_the_server_are_one_readable_line() {
     assert_eq!(o.status.code(), Some(1));
     let o = cli(&["-n", &ns.name, "delete", "ghost", "--ignore-not-found"]).await;
     ok(&o, "delete --ignore-not-found");
+}
+
+#[tokio::test]
+async fn delete_never_deletes_a_same_name_successor_of_the_runner_it_read() {
+    let ns = TestNs::new("cli-succ").await;
+    ensure_crd(&ns.client).await;
+    let api = ns.api::<Runner>();
+    let first = create::create_runner(&ctx(&ns), &runner(&ns, "web"), false).await.unwrap();
+    // No manager and no finalizer: the delete is immediate.
+    api.delete("web", &Default::default()).await.unwrap();
+    let second = create::create_runner(&ctx(&ns), &runner(&ns, "web"), false).await.unwrap();
+    assert_ne!(first.uid(), second.uid());
+
+    let e = delete::delete_incarnation(&api, &ns.name, "web", first.uid()).await.unwrap_err().to_string();
+    assert!(e.contains("replaced by a new one") && e.contains(&format!("{}/web", ns.name)), "{e}");
+    assert_eq!(api.get("web").await.unwrap().uid(), second.uid(), "the successor was deleted");
+
+    let d = delete::delete_incarnation(&api, &ns.name, "web", second.uid()).await.unwrap();
+    assert_eq!(d, delete::Deleted::Accepted { name: "web".into(), uid: second.uid() });
+    assert!(api.get_opt("web").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn uninstall_force_removes_only_our_finalizer() {
+    let ns = TestNs::new("cli-fin").await;
+    ensure_crd(&ns.client).await;
+    let api = ns.api::<Runner>();
+    let mut r = runner(&ns, "held");
+    let others = ["example.com/first", "example.com/last"];
+    r.metadata.finalizers = Some(vec![others[0].into(), FINALIZER.into(), others[1].into()]);
+    create::create_runner(&ctx(&ns), &r, false).await.unwrap();
+    // Deleted with no manager running: held by every finalizer, as
+    // `uninstall --force` finds Runners after its timeout.
+    api.delete("held", &Default::default()).await.unwrap();
+    let left = api.get("held").await.unwrap();
+
+    let notes = uninstall::strip_finalizers(&ctx(&ns), std::slice::from_ref(&left)).await.unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let after = api.get("held").await.unwrap();
+    assert_eq!(after.finalizers(), others, "another controller's finalizer was lost");
+    assert!(after.metadata.deletion_timestamp.is_some());
+    // A second pass finds nothing of ours and changes nothing.
+    assert!(uninstall::strip_finalizers(&ctx(&ns), std::slice::from_ref(&after)).await.unwrap().is_empty());
+    assert_eq!(api.get("held").await.unwrap().resource_version(), after.resource_version());
+
+    // Let the namespace go.
+    let patch = serde_json::json!({ "metadata": { "finalizers": null } });
+    api.patch("held", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }

@@ -84,24 +84,11 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// A Runner's name becomes its Deployment's and Service's name, and a
-/// Service name must be a DNS-1035 label: checking here turns a confusing
-/// manager-side failure into a usage error naming the rule.
+/// Service name must be a DNS-1035 label: checking here, with the rule the
+/// CRD enforces at admission ([`crate::api::rules::check_name`]), turns a
+/// refusal into a usage error naming the rule before any request.
 pub fn validate_name(name: &str) -> Result<()> {
-    let b = name.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[b.len() - 1] != b'-';
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Invalid(format!(
-            "metadata.name: {name:?} must be a DNS-1035 label (lowercase letters, digits and '-', \
-             starting with a letter, ending with a letter or digit, at most 63 characters), \
-             because it names the Runner's Service"
-        )))
-    }
+    crate::api::rules::check_name(name).map_err(Error::Invalid)
 }
 
 #[cfg(test)]
@@ -131,8 +118,9 @@ mod tests {
             assert!(validate_name(ok).is_ok(), "{ok}");
         }
         for bad in ["", "Web", "2web", "web-", "we_b", "a.b", &"a".repeat(64)] {
-            let err = validate_name(bad).unwrap_err().to_string();
-            assert!(err.contains("metadata.name"), "{err}");
+            let err = validate_name(bad).unwrap_err();
+            assert!(matches!(err, Error::Invalid(_)), "{err}");
+            assert!(err.to_string().contains("metadata.name"), "{err}");
         }
     }
 }

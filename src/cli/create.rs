@@ -1,7 +1,7 @@
 //! `kubectl runner create NAME --image IMG ...` and `create -f FILE`.
 //!
 //! Flags or a manifest become validated Runners ([`from_flags`],
-//! [`from_manifests`], both pure) before anything connects; then
+//! [`from_manifests`] in `runner_file`, both pure) before anything connects; then
 //! [`create_runner`] POSTs each with `fieldValidation=Strict`, and with
 //! `--wait` [`wait_ready`] polls until the manager reports it Available.
 
@@ -17,6 +17,8 @@ use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Phase, Runner, RunnerSpec, condition};
 use crate::error::{Error, Result};
+
+pub use super::runner_file::from_manifests;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -67,40 +69,6 @@ pub fn from_flags(name: &str, namespace: &str, spec: RunnerSpec) -> Result<Runne
     let mut r = Runner::new(name, spec);
     r.metadata.namespace = Some(namespace.to_string());
     Ok(r)
-}
-
-/// Runners from YAML documents. Each must be a `Runner` of this group and
-/// version; unknown spec fields are rejected (the type denies them), a
-/// missing namespace becomes `default_ns`, and every spec is validated.
-pub fn from_manifests(text: &str, default_ns: &str) -> Result<Vec<Runner>> {
-    use serde::Deserialize;
-    let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc)
-            .map_err(|e| Error::Invalid(format!("document {}: not YAML: {e}", i + 1)))?;
-        if value.is_null() {
-            continue;
-        }
-        let at = |msg: String| Error::Invalid(format!("document {}: {msg}", i + 1));
-        let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
-        let kind = value.get("kind").and_then(|v| v.as_str()).unwrap_or("");
-        let want = Runner::api_version(&());
-        if kind != "Runner" || api_version != want {
-            return Err(at(format!(
-                "expected apiVersion {want}, kind Runner; got {api_version:?}, {kind:?}"
-            )));
-        }
-        let mut r: Runner = serde_yaml::from_value(value).map_err(|e| at(e.to_string()))?;
-        let name = r.metadata.name.clone().ok_or_else(|| at("metadata.name is required".into()))?;
-        validate_name(&name).map_err(|e| at(e.to_string()))?;
-        r.spec.validate().map_err(|e| at(format!("{name}: {e}")))?;
-        r.metadata.namespace.get_or_insert_with(|| default_ns.to_string());
-        out.push(r);
-    }
-    if out.is_empty() {
-        return Err(Error::Invalid("the file holds no Runner".into()));
-    }
-    Ok(out)
 }
 
 /// POSTs `runner` with `fieldValidation=Strict` (kube's `PostParams` has no
@@ -266,31 +234,6 @@ mod tests {
         let r = from_flags("web", "ns", spec(2)).unwrap();
         assert_eq!(r.namespace().as_deref(), Some("ns"));
         assert_eq!(r.spec.replicas, 2);
-    }
-
-    #[test]
-    fn a_manifest_with_two_documents_gives_two_runners() {
-        let text = "apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: a}\nspec: {image: nginx}\n---\n\
-                    apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: b, namespace: x}\nspec: {image: nginx, replicas: 3}\n";
-        let rs = from_manifests(text, "d").unwrap();
-        assert_eq!(rs.len(), 2);
-        assert_eq!(rs[0].namespace().as_deref(), Some("d"));
-        assert_eq!(rs[0].spec.replicas, DEFAULT_REPLICAS);
-        assert_eq!(rs[1].namespace().as_deref(), Some("x"));
-    }
-
-    #[test]
-    fn an_unknown_spec_field_in_a_manifest_is_rejected() {
-        let text = "apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: a}\nspec: {image: nginx, replica: 2}\n";
-        let err = from_manifests(text, "d").unwrap_err().to_string();
-        assert!(err.contains("replica"), "{err}");
-    }
-
-    #[test]
-    fn a_manifest_of_another_kind_is_rejected() {
-        let err =
-            from_manifests("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n", "d").unwrap_err().to_string();
-        assert!(err.contains("kind Runner"), "{err}");
     }
 
     #[test]

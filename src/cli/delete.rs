@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use kube::api::DeleteParams;
+use kube::api::{Api, DeleteParams, Preconditions};
 
 use super::args::{parse_duration, validate_name};
 use super::children::{self, Children};
@@ -55,7 +55,34 @@ pub enum Deleted {
     },
 }
 
-/// Deletes each Runner in `ns`. A missing one is reported, not an error.
+/// Delete options that only match the incarnation read before: a Runner
+/// deleted and re-created under the same name in between is not touched.
+pub fn delete_params(uid: Option<&str>) -> DeleteParams {
+    let preconditions = uid.map(|uid| Preconditions { uid: Some(uid.to_string()), resource_version: None });
+    DeleteParams { preconditions, ..DeleteParams::default() }
+}
+
+/// Deletes the Runner `name` only while its UID is `uid` (the one just
+/// read). When a successor took the name in between, the apiserver answers
+/// 409 and this is an error naming it, so the new Runner is never deleted.
+pub async fn delete_incarnation(
+    api: &Api<Runner>,
+    ns: &str,
+    name: &str,
+    uid: Option<String>,
+) -> Result<Deleted> {
+    match api.delete(name, &delete_params(uid.as_deref())).await {
+        Ok(_) => Ok(Deleted::Accepted { name: name.to_string(), uid }),
+        Err(e) if is_not_found(&e) => Ok(Deleted::NotFound { name: name.to_string() }),
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => Err(Error::Other(format!(
+            "Runner {ns}/{name} was replaced by a new one between the read and the delete;              the new one was not deleted: run the command again to delete it"
+        ))),
+        Err(e) => Err(Error::api("delete", "Runner", ns, name, e)),
+    }
+}
+
+/// Deletes each Runner in `ns`, each only in the incarnation read just
+/// before ([`delete_incarnation`]). A missing one is reported, not an error.
 pub async fn delete(ctx: &Ctx, ns: &str, names: &[String]) -> Result<Vec<Deleted>> {
     let api = super::get::runners_api(ctx, Some(ns));
     let mut out = Vec::new();
@@ -71,11 +98,7 @@ pub async fn delete(ctx: &Ctx, ns: &str, names: &[String]) -> Result<Vec<Deleted
             }
             Err(e) => return Err(Error::api("get", "Runner", ns, name, e)),
         };
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => out.push(Deleted::Accepted { name: name.clone(), uid }),
-            Err(e) if is_not_found(&e) => out.push(Deleted::NotFound { name: name.clone() }),
-            Err(e) => return Err(Error::api("delete", "Runner", ns, name, e)),
-        }
+        out.push(delete_incarnation(&api, ns, name, uid).await?);
     }
     Ok(out)
 }
@@ -229,6 +252,14 @@ mod tests {
         serde_json::from_value(json!({ "metadata": { "name": "web", "ownerReferences": [
             { "apiVersion": "v1", "kind": "Runner", "name": "web", "uid": uid, "controller": true }] } }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_delete_carries_the_uid_it_read_as_a_precondition() {
+        let dp = serde_json::to_value(delete_params(Some("u1"))).unwrap();
+        assert_eq!(dp["preconditions"], json!({ "uid": "u1" }));
+        let none = serde_json::to_value(delete_params(None)).unwrap();
+        assert!(none.get("preconditions").is_none_or(serde_json::Value::is_null), "{none}");
     }
 
     #[test]

@@ -1,26 +1,20 @@
-//! `kubectl runner install` / `uninstall`.
-//!
-//! install: server-side apply of [`crate::manifests`] (CRD, RBAC, and with
-//! `--with-manager` the in-cluster manager), then wait for the CRD to be
-//! Established. uninstall: find objects carrying
-//! [`INSTALLED_BY_LABEL`] (so a CRD someone else installed is never
-//! touched), refuse while Runners exist unless `--force`, confirm, delete in
-//! reverse apply order.
+//! `kubectl runner install`: server-side apply of [`crate::manifests`]
+//! (CRD, RBAC, and with `--with-manager` the in-cluster manager), then wait
+//! for the CRD to be Established. Its inverse is in `uninstall`.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 
 use super::args::{DryRun, parse_duration};
 use super::output;
-use super::progress::{Progress, confirm};
+use super::progress::Progress;
 use super::{Ctx, Globals};
-use crate::api::{CRD_NAME, FIELD_MANAGER, Runner};
+use crate::api::{CRD_NAME, FIELD_MANAGER};
 use crate::error::{Error, Result, is_not_found};
-use crate::manifests::{self, INSTALLED_BY_LABEL, INSTALLED_BY_VALUE, Manifest, RbacScope};
+use crate::manifests::{self, Manifest, RbacScope};
 
 const INSTALL_HELP: &str = "\
 Examples:
@@ -28,12 +22,6 @@ Examples:
   kubectl runner install --namespace-scoped team-a --namespace-scoped team-b
   kubectl runner install --with-manager --image ghcr.io/example/kubectl-runner:0.1.0
   kubectl runner install --dry-run=server";
-
-const UNINSTALL_HELP: &str = "\
-Examples:
-  kubectl runner uninstall
-  kubectl runner uninstall --yes            # in scripts: no prompt
-  kubectl runner uninstall --force --yes    # also deletes every Runner";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = INSTALL_HELP)]
@@ -56,20 +44,6 @@ pub struct InstallArgs {
     pub timeout: Duration,
 }
 
-#[derive(Debug, clap::Args)]
-#[command(after_help = UNINSTALL_HELP)]
-pub struct UninstallArgs {
-    /// Uninstall even while Runners exist: delete them first.
-    #[arg(long)]
-    pub force: bool,
-    /// Do not ask for confirmation (required when stdin is not a terminal).
-    #[arg(short = 'y', long)]
-    pub yes: bool,
-    /// With --force: how long to wait for Runners to be cleaned up.
-    #[arg(long, default_value = "2m", value_parser = parse_duration)]
-    pub timeout: Duration,
-}
-
 /// The manifests `install` applies for these flags.
 pub fn plan_install(a: &InstallArgs) -> Vec<Manifest> {
     let scope = if a.namespace_scoped.is_empty() {
@@ -80,7 +54,7 @@ pub fn plan_install(a: &InstallArgs) -> Vec<Manifest> {
     manifests::all(a.with_manager.then_some(a.image.as_deref()).flatten(), &scope)
 }
 
-fn dynamic_api(ctx: &Ctx, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+pub(super) fn dynamic_api(ctx: &Ctx, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
     match namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, ar),
         None => Api::all_with(ctx.client.clone(), ar),
@@ -135,7 +109,7 @@ pub async fn install(
 
 /// `Error::Api` wants a `&'static str` kind; the kinds this tool applies
 /// are a fixed set.
-fn kind_static(kind: &str) -> &'static str {
+pub(super) fn kind_static(kind: &str) -> &'static str {
     const KINDS: &[&str] = &[
         "CustomResourceDefinition",
         "Namespace",
@@ -171,133 +145,6 @@ async fn wait_established(ctx: &Ctx, timeout: Duration) -> Result<()> {
     }
 }
 
-/// An object `uninstall` will delete.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub resource: ApiResource,
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl Target {
-    pub fn describe(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {ns}/{}", self.resource.kind, self.name),
-            None => format!("{}/{}", self.resource.kind, self.name),
-        }
-    }
-}
-
-/// Every kind `install` can create, in apply order, once each. The
-/// cluster-scoped install has them all (the leader-election Role too).
-pub fn installable_kinds() -> Vec<(ApiResource, bool)> {
-    let mut seen = BTreeSet::new();
-    manifests::all(Some("image"), &RbacScope::Cluster)
-        .into_iter()
-        .filter(|m| seen.insert(m.resource.kind.clone()))
-        .map(|m| (m.resource, m.namespaced))
-        .collect()
-}
-
-/// Lists objects of every installable kind that carry the installed-by
-/// label, in reverse apply order (manager first, CRD last).
-pub async fn plan_uninstall(ctx: &Ctx) -> Result<Vec<Target>> {
-    let lp = ListParams::default().labels(&format!("{INSTALLED_BY_LABEL}={INSTALLED_BY_VALUE}"));
-    let mut out = Vec::new();
-    for (ar, _namespaced) in installable_kinds().into_iter().rev() {
-        let list = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar)
-            .list(&lp)
-            .await
-            .map_err(|e| Error::api("list", kind_static(&ar.kind), "", "", e))?;
-        for o in list.items {
-            out.push(Target { resource: ar.clone(), namespace: o.namespace(), name: o.name_any() });
-        }
-    }
-    Ok(out)
-}
-
-/// Pure: the refusal message while Runners exist and `--force` is absent.
-pub fn refusal(runners: &[Runner], force: bool) -> Option<String> {
-    (!runners.is_empty() && !force).then(|| {
-        format!(
-            "refusing to uninstall: {} Runner(s) still exist: {}; delete them first \
-             (kubectl runner delete ...) or pass --force to delete them too",
-            runners.len(),
-            output::runner_refs(runners)
-        )
-    })
-}
-
-/// Runners in all namespaces; none when the CRD is absent.
-async fn all_runners(ctx: &Ctx) -> Result<Vec<Runner>> {
-    match super::get::list(ctx, None, None).await {
-        Err(Error::CrdMissing) => Ok(Vec::new()),
-        other => other,
-    }
-}
-
-/// Deletes every Runner and waits for them to go (the manager, still
-/// installed at this point, runs their finalizers). After `timeout`, strips
-/// the cleanup finalizer of those left: their children carry ownerReferences,
-/// so the garbage collector still removes them.
-pub async fn delete_all_runners(ctx: &Ctx, timeout: Duration) -> Result<Vec<String>> {
-    let mut notes = Vec::new();
-    for r in all_runners(ctx).await? {
-        let ns = r.namespace().unwrap_or_default();
-        let api = super::get::runners_api(ctx, Some(&ns));
-        match api.delete(&r.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(Error::api("delete", "Runner", &ns, &r.name_any(), e)),
-        }
-    }
-    let start = Instant::now();
-    loop {
-        let left = all_runners(ctx).await?;
-        if left.is_empty() {
-            return Ok(notes);
-        }
-        if start.elapsed() >= timeout {
-            for r in left {
-                let ns = r.namespace().unwrap_or_default();
-                let patch = serde_json::json!({ "metadata": { "finalizers": null } });
-                let api = super::get::runners_api(ctx, Some(&ns));
-                match api.patch(&r.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-                    Ok(_) => notes.push(format!("removed the finalizer of Runner {ns}/{}", r.name_any())),
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
-                        return Err(Error::api("remove the finalizer of", "Runner", &ns, &r.name_any(), e));
-                    }
-                }
-            }
-            return Ok(notes);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Deletes `targets` in order; an object already gone is fine.
-pub async fn uninstall(ctx: &Ctx, targets: &[Target]) -> Result<Vec<String>> {
-    let mut done = Vec::new();
-    for t in targets {
-        let api = dynamic_api(ctx, &t.resource, t.namespace.as_deref());
-        match api.delete(&t.name, &DeleteParams::background()).await {
-            Ok(_) => done.push(t.describe()),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => {
-                return Err(Error::api(
-                    "delete",
-                    kind_static(&t.resource.kind),
-                    t.namespace.as_deref().unwrap_or(""),
-                    &t.name,
-                    e,
-                ));
-            }
-        }
-    }
-    Ok(done)
-}
-
 pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
     for ns in &a.namespace_scoped {
         super::args::validate_name(ns)
@@ -317,63 +164,9 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
     Ok(super::exit::OK)
 }
 
-pub async fn run_uninstall(g: &Globals, a: UninstallArgs) -> Result<u8> {
-    let ctx = g.connect().await?;
-    // Refuse before asking anything: existing Runners would lose their
-    // manager and be stuck behind their finalizer.
-    let runners = all_runners(&ctx).await?;
-    if let Some(msg) = refusal(&runners, a.force) {
-        return Err(Error::Other(msg));
-    }
-    let targets = plan_uninstall(&ctx).await?;
-    if targets.is_empty() && runners.is_empty() {
-        output::emit("nothing to uninstall: no object carries the installed-by label\n")?;
-        return Ok(super::exit::OK);
-    }
-    let mut question = format!("Delete {} object(s) installed by kubectl-runner", targets.len());
-    if !runners.is_empty() {
-        question += &format!(" and {} Runner(s)", runners.len());
-    }
-    confirm(&(question + "?"), a.yes)?;
-    let mut lines = Vec::new();
-    if !runners.is_empty() {
-        let _p = Progress::spinner(format!("deleting {} Runner(s)", runners.len()));
-        for note in delete_all_runners(&ctx, a.timeout).await? {
-            eprintln!("warning: {note}");
-        }
-        lines.extend(
-            runners.iter().map(|r| format!("Runner {}/{}", r.namespace().unwrap_or_default(), r.name_any())),
-        );
-    }
-    let _p = Progress::spinner(format!("deleting {} object(s)", targets.len()));
-    lines.extend(uninstall(&ctx, &targets).await?);
-    output::emit(&output::applied(&lines, "deleted"))?;
-    Ok(super::exit::OK)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn uninstall_deletes_the_manager_first_and_the_crd_last() {
-        let kinds: Vec<String> = installable_kinds().into_iter().rev().map(|(ar, _)| ar.kind).collect();
-        assert_eq!(kinds.first().map(String::as_str), Some("Deployment"));
-        assert_eq!(kinds.last().map(String::as_str), Some("CustomResourceDefinition"));
-        assert!(kinds.contains(&"ClusterRole".to_string()) && kinds.contains(&"Role".to_string()));
-    }
-
-    #[test]
-    fn uninstall_refuses_while_runners_exist_and_lists_them() {
-        let r: Runner = serde_json::from_value(serde_json::json!({
-            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
-            "metadata": { "name": "web", "namespace": "team" }, "spec": { "image": "nginx" } }))
-        .unwrap();
-        let msg = refusal(std::slice::from_ref(&r), false).unwrap();
-        assert!(msg.contains("team/web") && msg.contains("--force"), "{msg}");
-        assert_eq!(refusal(&[r], true), None);
-        assert_eq!(refusal(&[], false), None);
-    }
 
     #[test]
     fn namespace_scoped_install_plans_roles_and_no_cluster_role() {

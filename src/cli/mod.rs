@@ -20,7 +20,9 @@ pub mod manifests;
 pub mod output;
 pub mod progress;
 pub mod run_manager;
+pub mod runner_file;
 pub mod scale;
+pub mod uninstall;
 
 /// Exit codes, shared by every subcommand (documented in `--help`).
 pub mod exit {
@@ -89,7 +91,7 @@ pub enum Command {
     /// Install the CRD and RBAC (and optionally the in-cluster manager).
     Install(install::InstallArgs),
     /// Remove what `install` installed.
-    Uninstall(install::UninstallArgs),
+    Uninstall(uninstall::UninstallArgs),
     /// Print the generated CRD, RBAC and manager manifests.
     Manifests(manifests::ManifestsArgs),
     /// Run the reconcile manager with the current kubeconfig.
@@ -145,7 +147,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Describe(a) => describe::run(g, a).await,
         Command::Delete(a) => delete::run(g, a).await,
         Command::Install(a) => install::run_install(g, a).await,
-        Command::Uninstall(a) => install::run_uninstall(g, a).await,
+        Command::Uninstall(a) => uninstall::run_uninstall(g, a).await,
         Command::Manifests(a) => manifests::run(a),
         Command::RunManager(a) => run_manager::run(g, a).await,
         Command::Diagnose(a) => diagnose::run(g, a).await,

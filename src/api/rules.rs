@@ -1,0 +1,197 @@
+//! What a Runner may hold, defined once. Each bound is a constant or a
+//! pattern here; the CRD's schema and its CEL rules
+//! (`x-kubernetes-validations`) and the CLI's checks are all built from
+//! them, so the CLI refuses exactly what the apiserver refuses, in the same
+//! words, and a Runner the apiserver admits can always have its children.
+//!
+//! Patterns are RE2 syntax, which CEL's `matches()` and the schema's
+//! `pattern` use on the apiserver. They avoid `\s`, `\d` and `\w`, which are
+//! ASCII in RE2 but Unicode in the `regex` crate, so the CLI compiles the
+//! very same strings and both sides agree character for character. CEL
+//! receives them as raw strings (`r'...'`), so no escaping differs either.
+
+use std::sync::LazyLock;
+
+use kube::core::{Message, Rule};
+use regex::Regex;
+
+/// Longest Runner name: the name is also the Service's, a DNS-1035 label.
+pub const MAX_NAME_LEN: usize = 63;
+/// A DNS-1035 label, its length aside ([`MAX_NAME_LEN`]).
+pub const NAME_PATTERN: &str = "^[a-z]([-a-z0-9]*[a-z0-9])?$";
+/// Longest DNS-1123 subdomain.
+pub const MAX_HOST_LEN: usize = 253;
+/// DNS-1123 subdomain, as Kubernetes' own validation spells it.
+pub const HOST_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A host the Ingress API takes for an IPv4 address and refuses: four
+/// decimal parts of 0..=255, leading zeros allowed (its parser is lenient,
+/// so `010.0.0.1` is an IP to it, `256.0.0.1` is not). A host that matches
+/// [`HOST_PATTERN`] has no ':', so it can never be an IPv6 address.
+pub const IPV4_PATTERN: &str = r"^(0*(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}0*(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
+/// Longest image reference. Real ones are far shorter; the bound keeps one
+/// tenant's Runners from making a list page larger than the manager's memory.
+pub const MAX_IMAGE_LEN: usize = 512;
+/// ASCII whitespace (RE2's `\s` plus vertical tab): never part of an image
+/// reference, and a kubelet cannot pull one that has it.
+pub const WHITESPACE_PATTERN: &str = r"[ \t\n\v\f\r]";
+
+/// Why a host is refused although it is a DNS-1123 subdomain.
+pub const HOST_NOT_IP: &str = "must be a DNS name, not an IP address";
+/// Why an image with whitespace is refused.
+pub const IMAGE_NO_WHITESPACE: &str = "must not contain whitespace";
+
+/// The name rule in words, with its bound.
+pub fn name_rule() -> String {
+    format!(
+        "a DNS-1035 label of at most {MAX_NAME_LEN} characters (lowercase letters, digits and '-', \
+         starting with a letter and ending with a letter or digit)"
+    )
+}
+
+/// CEL rule at the root of the schema, the only place that can read
+/// `metadata.name`. It runs on create only (`optionalOldSelf` and
+/// `oldSelf.hasValue()`): a name never changes, and a Runner admitted before
+/// this rule existed must stay updatable, or its finalizer could never be
+/// removed. The apiserver reports a root rule at `<nil>` and refuses a
+/// `fieldPath` into `metadata` (not part of the schema), so the message
+/// itself names the field.
+pub fn name_cel() -> Rule {
+    Rule::new(format!(
+        "oldSelf.hasValue() || (size(self.metadata.name) <= {MAX_NAME_LEN} \
+         && self.metadata.name.matches(r'{NAME_PATTERN}'))"
+    ))
+    .optional_old_self(true)
+    .message(Message::Message(format!(
+        "metadata.name must be {}, because it names the Runner's Service",
+        name_rule()
+    )))
+}
+
+/// CEL rule on `spec.host`; the schema's `pattern` already makes it a DNS-1123 subdomain.
+pub fn host_cel() -> Rule {
+    Rule::new(format!("!self.matches(r'{IPV4_PATTERN}')")).message(HOST_NOT_IP)
+}
+
+/// CEL rule on `spec.image`; the schema's `maxLength` bounds its size.
+pub fn image_cel() -> Rule {
+    Rule::new(format!("!self.matches(r'{WHITESPACE_PATTERN}')")).message(IMAGE_NO_WHITESPACE)
+}
+
+fn compiled(pattern: &'static str) -> Regex {
+    // The patterns are constants covered by the tests below.
+    Regex::new(pattern).expect("the shared patterns are valid regexes")
+}
+
+static NAME_RE: LazyLock<Regex> = LazyLock::new(|| compiled(NAME_PATTERN));
+static HOST_RE: LazyLock<Regex> = LazyLock::new(|| compiled(HOST_PATTERN));
+static IPV4_RE: LazyLock<Regex> = LazyLock::new(|| compiled(IPV4_PATTERN));
+static WHITESPACE_RE: LazyLock<Regex> = LazyLock::new(|| compiled(WHITESPACE_PATTERN));
+
+/// The name check [`name_cel`] makes, with the value and the rule named.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.len() <= MAX_NAME_LEN && NAME_RE.is_match(name) {
+        return Ok(());
+    }
+    Err(format!("metadata.name: {name:?} must be {}, because it names the Runner's Service", name_rule()))
+}
+
+/// The host checks of the schema: length, DNS-1123 subdomain, not an IP.
+pub fn check_host(host: &str) -> Result<(), String> {
+    if host.is_empty() || host.chars().count() > MAX_HOST_LEN || !HOST_RE.is_match(host) {
+        return Err(format!(
+            "spec.host: {host:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', \
+             each label starting and ending with a letter or digit, 1..={MAX_HOST_LEN} characters)"
+        ));
+    }
+    if IPV4_RE.is_match(host) {
+        return Err(format!("spec.host: {host:?} {HOST_NOT_IP}; an Ingress routes host names"));
+    }
+    Ok(())
+}
+
+/// The image checks of the schema: 1..=[`MAX_IMAGE_LEN`] characters, no whitespace.
+pub fn check_image(image: &str) -> Result<(), String> {
+    let len = image.chars().count();
+    if !(1..=MAX_IMAGE_LEN).contains(&len) {
+        return Err(format!("spec.image: {len} characters is out of range; allowed 1..={MAX_IMAGE_LEN}"));
+    }
+    if WHITESPACE_RE.is_match(image) {
+        return Err(format!("spec.image: {image:?} {IMAGE_NO_WHITESPACE} (space, tab or line break)"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_dns_1035_labels_of_at_most_63_characters() {
+        for ok in ["web", "a", "web-2", "a1", &"a".repeat(MAX_NAME_LEN)] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for bad in
+            ["", "Web", "2web", "-web", "web-", "we_b", "web.v2", "web\n", &"a".repeat(MAX_NAME_LEN + 1)]
+        {
+            let err = check_name(bad).unwrap_err();
+            assert!(err.starts_with("metadata.name: ") && err.contains("at most 63 characters"), "{err}");
+        }
+    }
+
+    #[test]
+    fn hosts_must_be_dns_subdomains_of_at_most_253_characters() {
+        for ok in ["a.example.com", "x", "a-b.c1", "web.example.com", &"a".repeat(MAX_HOST_LEN)] {
+            assert_eq!(check_host(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "A.com", "-a.com", "a..b", "a_b", "a.", "[::1]", "::1", &"a".repeat(MAX_HOST_LEN + 1)]
+        {
+            let err = check_host(bad).unwrap_err();
+            assert!(err.starts_with("spec.host: ") && err.contains("1..=253"), "{err}");
+        }
+    }
+
+    #[test]
+    fn hosts_the_ingress_api_parses_as_ipv4_are_refused() {
+        for ip in ["10.0.0.1", "0.0.0.0", "255.255.255.255", "010.0.0.1", "1.2.3.0004"] {
+            let err = check_host(ip).unwrap_err();
+            assert!(err.starts_with("spec.host: ") && err.contains(HOST_NOT_IP), "{err}");
+        }
+        // Not an address to the Ingress API, so a (strange) DNS name it accepts.
+        for name in ["256.0.0.1", "1.2.3", "1.2.3.4.5", "1.2.3.4a", "a1.2.3.4"] {
+            assert_eq!(check_host(name), Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn images_are_1_to_512_characters_without_whitespace() {
+        for ok in ["nginx", "nginx:1.27", "ghcr.io/a/b@sha256:00", &"a".repeat(MAX_IMAGE_LEN)] {
+            assert_eq!(check_image(ok), Ok(()), "{ok}");
+        }
+        for long in ["", &"a".repeat(MAX_IMAGE_LEN + 1)] {
+            let err = check_image(long).unwrap_err();
+            assert!(err.starts_with("spec.image: ") && err.contains("1..=512"), "{err}");
+        }
+        for ws in ["nginx 1.27", " nginx", "nginx\t", "ng\ninx", "nginx\r", "a\u{b}b", "a\u{c}b"] {
+            let err = check_image(ws).unwrap_err();
+            assert!(err.starts_with("spec.image: ") && err.contains(IMAGE_NO_WHITESPACE), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_cel_rules_embed_the_shared_patterns_as_raw_strings() {
+        assert!(name_cel().rule.contains(&format!("r'{NAME_PATTERN}'")));
+        assert!(name_cel().rule.contains(&format!("<= {MAX_NAME_LEN}")));
+        assert!(host_cel().rule.contains(&format!("r'{IPV4_PATTERN}'")));
+        assert!(image_cel().rule.contains(&format!("r'{WHITESPACE_PATTERN}'")));
+        for p in [NAME_PATTERN, HOST_PATTERN, IPV4_PATTERN, WHITESPACE_PATTERN] {
+            assert!(!p.contains('\''), "a quote would end the CEL raw string: {p}");
+        }
+    }
+
+    #[test]
+    fn the_name_rule_runs_on_create_only() {
+        let r = name_cel();
+        assert_eq!(r.optional_old_self, Some(true));
+        assert!(r.rule.starts_with("oldSelf.hasValue() || "), "{}", r.rule);
+    }
+}
