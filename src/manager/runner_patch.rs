@@ -30,13 +30,10 @@ fn add_finalizer_ops(runner: &Runner) -> Value {
     }
 }
 
-/// Removes our finalizer and only ours: the patch tests it is still at the
-/// index we read.
+/// Removes our finalizer and only ours ([`crate::api::remove_finalizer_patch`]).
 pub async fn remove_finalizer(api: &Api<Runner>, runner: &Runner) -> Result<()> {
-    let Some(i) = runner.finalizers().iter().position(|f| f == FINALIZER) else { return Ok(()) };
-    let path = format!("/metadata/finalizers/{i}");
-    let ops = json!([{ "op": "test", "path": path, "value": FINALIZER }, { "op": "remove", "path": path }]);
-    json_patch(api, runner, ops, "remove the finalizer from", false).await
+    let Some(patch) = crate::api::remove_finalizer_patch(runner) else { return Ok(()) };
+    send(api, runner, patch, "remove the finalizer from", false).await
 }
 
 /// Status through the status subresource, guarded by the Runner's UID and
@@ -52,8 +49,6 @@ pub async fn patch_status(api: &Api<Runner>, runner: &Runner, status: &RunnerSta
     json_patch(api, runner, ops, "patch status of", true).await
 }
 
-/// A failed `test` comes back as an error for which
-/// [`Error::is_conflict`] is true: the pass re-reads and retries.
 async fn json_patch(
     api: &Api<Runner>,
     runner: &Runner,
@@ -61,8 +56,20 @@ async fn json_patch(
     op: &'static str,
     status: bool,
 ) -> Result<()> {
-    let (name, ns) = (runner.name_any(), runner.namespace().unwrap_or_default());
     let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| Error::Other(e.to_string()))?;
+    send(api, runner, patch, op, status).await
+}
+
+/// A failed `test` comes back as an error for which
+/// [`Error::is_conflict`] is true: the pass re-reads and retries.
+async fn send(
+    api: &Api<Runner>,
+    runner: &Runner,
+    patch: json_patch::Patch,
+    op: &'static str,
+    status: bool,
+) -> Result<()> {
+    let (name, ns) = (runner.name_any(), runner.namespace().unwrap_or_default());
     let pp = PatchParams::default();
     let res = if status {
         api.patch_status(&name, &pp, &Patch::<()>::Json(patch)).await
