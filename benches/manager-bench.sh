@@ -12,7 +12,8 @@
 # writes per Runner (its /metrics), writes during an idle window, the
 # manager's peak RSS, and the time to delete every Runner and its children.
 # Environment: RUNNER_BENCH_N (default 100), RUNNER_BENCH_IDLE (idle window,
-# seconds, default 60), RUNNER_BENCH_IMAGE, CARGO_TARGET_DIR.
+# seconds, default 60), RUNNER_BENCH_IMAGE, RUNNER_BENCH_PROFILE (release or
+# dev), CARGO_TARGET_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -164,10 +165,14 @@ metric_value() { awk -v m="$1" '$1 == m { print $NF }' "$2"; }
 kv() { awk -F= -v k="$1" '$1 == k { print $2 }' "$2"; }
 
 # --- build ----------------------------------------------------------------------
-step "building the release manager and the load generator (cargo build --release)"
-cargo build --release --bin kubectl-runner --example bench_runners
+# RUNNER_BENCH_PROFILE=dev counts requests and writes without the ~10 min
+# release build; its times and RSS are not the release figures.
+profile=${RUNNER_BENCH_PROFILE:-release}
+outdir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+step "building the $profile manager and the load generator (cargo build --profile $profile)"
+cargo build --profile "$profile" --bin kubectl-runner --example bench_runners
 # Private copies: the target dir is shared and may be rebuilt during the run.
-cp "$target/release/kubectl-runner" "$target/release/examples/bench_runners" "$work/"
+cp "$target/$outdir/kubectl-runner" "$target/$outdir/examples/bench_runners" "$work/"
 
 # --- cluster ----------------------------------------------------------------------
 step "fresh control plane 'bench' ($RUNNER_CLUSTER_NODES fake node(s))"
