@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::info;
 
-use super::reconcile::Context;
+use super::context::Context;
 use super::{drift, managed_fields};
 use crate::api::{FIELD_MANAGER, Runner};
 use crate::children::{Ownership, Refused, ownership};

@@ -19,11 +19,12 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
+use super::context::{Context, Stores};
 use super::leader::{self, LeaseConfig};
 use super::metrics::Metrics;
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
-use super::reconcile::{Context, Stores, error_policy, reconcile};
+use super::reconcile::{error_policy, reconcile};
 use super::retry::WatchBackoff;
 use super::{preflight, server, trim};
 use crate::api::{RUNNER_UID_LABEL, Runner};

@@ -8,6 +8,7 @@
 //!                 leader Lease, preflight (CRD + permissions), /metrics /healthz /readyz
 //! ```
 pub mod child;
+pub mod context;
 pub mod controller;
 pub mod desired;
 pub mod drift;

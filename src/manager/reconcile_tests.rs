@@ -10,8 +10,9 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use serde_json::{Value, json};
 
+use super::context::{Context, Stores};
 use super::metrics::Metrics;
-use super::reconcile::{Context, Stores, reconcile};
+use super::reconcile::reconcile;
 use crate::api::{FINALIZER, Runner, RunnerSpec};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
