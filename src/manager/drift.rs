@@ -29,6 +29,9 @@ enum Merge {
     Atomic,
     /// A list map: entries matched by these keys; others' entries are kept.
     Keyed(&'static [&'static str]),
+    /// A list map whose entries must also have unique names (ports): an
+    /// entry with our entry's name under another key is a [`Renamed`].
+    KeyedNamed(&'static [&'static str]),
 }
 
 /// Path elements are field names; a list entry is `[]`.
@@ -39,10 +42,10 @@ fn merge_at(path: &[&str]) -> Merge {
         ["spec", "selector"] => Merge::Atomic,
         // Ingress rules: listType=atomic.
         ["spec", "rules"] => Merge::Atomic,
-        ["spec", "ports"] => Merge::Keyed(&["port", "protocol"]),
+        ["spec", "ports"] => Merge::KeyedNamed(&["port", "protocol"]),
         ["spec", "template", "spec", "containers"] => Merge::Keyed(&["name"]),
         ["spec", "template", "spec", "containers", "[]", "ports"] => {
-            Merge::Keyed(&["containerPort", "protocol"])
+            Merge::KeyedNamed(&["containerPort", "protocol"])
         }
         _ => Merge::Granular,
     }
@@ -116,13 +119,18 @@ fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>
     match (merge_at(&at.path), d, l) {
         (_, Value::Null, Value::Null) => true,
         (Merge::Atomic, d, l) => d == l,
-        (Merge::Keyed(keys), Value::Array(ds), Value::Array(ls)) => {
+        (merge @ (Merge::Keyed(keys) | Merge::KeyedNamed(keys)), Value::Array(ds), Value::Array(ls)) => {
+            let named = matches!(merge, Merge::KeyedNamed(_));
             let key_of = |v: &Value| keys.iter().map(|k| v.get(k).cloned()).collect::<Vec<_>>();
             let mut ok = true;
             for dv in ds {
                 let same_key = ls.iter().position(|lv| key_of(lv) == key_of(dv));
                 for (i, lv) in ls.iter().enumerate() {
-                    if Some(i) != same_key && dv.get("name").is_some() && lv.get("name") == dv.get("name") {
+                    if named
+                        && Some(i) != same_key
+                        && dv.get("name").is_some()
+                        && lv.get("name") == dv.get("name")
+                    {
                         let len = at.enter("[]", &i.to_string(), entry_key(keys, lv));
                         renamed.push(Renamed {
                             pointer: at.ptr.clone(),
@@ -250,6 +258,15 @@ mod tests {
         let paths: Vec<_> = p.renamed.iter().map(|r| r.pointer.as_str()).collect();
         assert_eq!(paths, ["/spec/template/spec/containers/1/ports/0"]);
         assert_eq!(p.renamed[0].field_path[4], r#"k:{"name":"runner"}"#);
+    }
+
+    #[test]
+    fn another_owner_reference_with_our_runners_name_is_someone_elses() {
+        let ours = json!({ "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner", "name": "web", "uid": "u2", "controller": true });
+        let theirs = json!({ "apiVersion": "v1", "kind": "ConfigMap", "name": "web", "uid": "c1" });
+        let want = json!({ "metadata": { "ownerReferences": [ours.clone()] } });
+        let live = json!({ "metadata": { "ownerReferences": [theirs, ours] } });
+        assert_eq!(plan(&want, &live), Plan::default());
     }
 
     #[test]

@@ -11,8 +11,9 @@ use std::time::Duration;
 pub const CONFLICT: Duration = Duration::from_millis(500);
 /// First retry after a failure; doubles per failure in a row.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
-/// Longest wait between retries.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Longest wait between retries: a user who fixes RBAC or a quota waits at
+/// most this long for the Runner to heal.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Resync period of a settled Runner, before jitter.
 pub const RESYNC: Duration = Duration::from_secs(300);
 
