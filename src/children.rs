@@ -31,6 +31,25 @@ pub fn ownership(child: &ObjectMeta, runner_uid: &str) -> Ownership {
     }
 }
 
+/// Pod waiting reasons that will not fix themselves: the Runner's phase is
+/// Failed, and `diagnose` reports them as errors. Others (ContainerCreating,
+/// PodInitializing, ...) are progress.
+pub const FAILING_POD_REASONS: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// True for a waiting reason in [`FAILING_POD_REASONS`].
+pub fn is_failing_pod_reason(reason: &str) -> bool {
+    FAILING_POD_REASONS.contains(&reason)
+}
+
 /// A child the Runner may not touch, for its status and Events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {

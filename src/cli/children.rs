@@ -104,10 +104,10 @@ fn key<K: ResourceExt>(o: &K) -> (String, String) {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
 
-/// True when `obj` has a controller ownerReference to `runner`'s UID.
+/// True when `obj` is the Runner's ([`crate::children::ownership`]).
 pub fn controlled_by(obj: &impl Resource, runner: &Runner) -> bool {
     let Some(uid) = runner.meta().uid.as_deref() else { return false };
-    obj.meta().owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid)
+    crate::children::ownership(obj.meta(), uid) == crate::children::Ownership::Ours
 }
 
 /// One line per child that exists, plus a line for an expected child that

@@ -122,7 +122,7 @@ pub fn remaining(runner: Option<&Runner>, uid: Option<&str>, c: &Children) -> Re
         left.push(if fins.is_empty() { "Runner".into() } else { format!("Runner (finalizer {fins})") });
     }
     let owned = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        m.owner_references.iter().flatten().any(|o| Some(o.uid.as_str()) == uid)
+        uid.is_some_and(|u| crate::children::ownership(m, u) == crate::children::Ownership::Ours)
     };
     if let Some(d) = c.deployment.as_ref().filter(|d| owned(&d.metadata)) {
         left.push(format!("Deployment {}", d.name_any()));

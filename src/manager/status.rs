@@ -30,15 +30,6 @@ pub struct Observed<'a> {
     pub ingress: bool,
 }
 
-/// Pod waiting reasons (from [`super::pod_view::PodView::problem`]) that will not fix themselves; they make the phase Failed.
-const FAILING_REASONS: &[&str] = &[
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "CrashLoopBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-];
-
 /// Computes the status. The Runner's current status supplies the
 /// lastTransitionTime of conditions whose status did not change, so an
 /// unchanged pass yields an equal status.
@@ -83,7 +74,7 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
         (Phase::Available, "Available".into(), format!("{ready_n}/{desired} replicas ready"))
     } else if let Some((reason, msg)) = pod_problem {
         let phase =
-            if FAILING_REASONS.contains(&reason.as_str()) { Phase::Failed } else { Phase::Progressing };
+            if crate::children::is_failing_pod_reason(&reason) { Phase::Failed } else { Phase::Progressing };
         let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
         (phase, reason, text)
     } else if !caught_up || updated < desired {

@@ -28,6 +28,8 @@ pub mod status;
 pub mod workload;
 
 #[cfg(test)]
+mod agreement_tests;
+#[cfg(test)]
 pub(crate) mod fixtures;
 
 /// Every finding for the snapshot, most severe first, grouped by object.
@@ -76,10 +78,11 @@ pub(crate) fn controller(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references.as_deref().unwrap_or_default().iter().find(|o| o.controller == Some(true))
 }
 
-/// True when `meta` is controlled by this Runner (by UID, not by name).
+/// True when `meta` is this Runner's ([`crate::children::ownership`]: the
+/// manager's rule, so diagnose and the status agree).
 pub(crate) fn controlled_by(meta: &ObjectMeta, rs: &RunnerState) -> bool {
     let uid = rs.runner.metadata.uid.as_deref().unwrap_or_default();
-    controller(meta).is_some_and(|o| o.kind == "Runner" && !uid.is_empty() && o.uid == uid)
+    crate::children::ownership(meta, uid) == crate::children::Ownership::Ours
 }
 
 /// The `Runner ns/name` a per-Runner finding is about.

@@ -9,18 +9,6 @@ use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
 use super::{controlled_by, ns_flag, runner_ref};
 
-/// Waiting reasons that do not fix themselves.
-const BAD_WAITING: &[&str] = &[
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-];
-
 /// Why one Pod is not running.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodProblem {
@@ -58,7 +46,7 @@ pub fn pod_problems(p: &Pod) -> Vec<PodProblem> {
     for cs in statuses {
         if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) {
             let reason = w.reason.clone().unwrap_or_default();
-            if BAD_WAITING.contains(&reason.as_str()) {
+            if crate::children::is_failing_pod_reason(&reason) {
                 out.push(PodProblem {
                     pod: p.name_any(),
                     container: Some(cs.name.clone()),

@@ -1,0 +1,90 @@
+//! The manager's status and `diagnose` judge the same child and the same
+//! Pod the same way: `e2e` uses `diagnose` as its oracle, and a user reads
+//! both. Each case goes through the manager's rule (ownership, then the
+//! status it computes; the Pod through the manager's Pod view) and through
+//! `diagnose`'s checks, and the two verdicts must match.
+
+use serde_json::json;
+
+use super::fixtures;
+use crate::children::{FAILING_POD_REASONS, Ownership, ownership};
+use crate::diagnose::finding::Severity;
+use crate::manager::pod_view::PodView;
+use crate::manager::status::{self, Observed};
+
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(fixtures::now())
+}
+
+/// Errors `diagnose` reports whose message names `what`.
+fn diagnose_errors(rs: super::RunnerState, what: &str) -> usize {
+    let mut s = fixtures::healthy();
+    s.runners = vec![rs];
+    super::run(&s).iter().filter(|f| f.severity == Severity::Error && f.message.contains(what)).count()
+}
+
+#[test]
+fn the_manager_and_diagnose_agree_on_whose_deployment_it_is() {
+    type Case = (&'static str, fn(&mut k8s_openapi::api::apps::v1::Deployment), bool);
+    let cases: [Case; 4] = [
+        ("ours", |_| {}, true),
+        ("foreign: no owner", |d| d.metadata.owner_references = None, false),
+        (
+            "stale: an earlier Runner's UID",
+            |d| d.metadata.owner_references = Some(fixtures::from(fixtures::owner("uid-0"))),
+            false,
+        ),
+        ("ours without the UID label", |d| d.metadata.labels = None, true),
+    ];
+    for (name, change, ours) in cases {
+        let mut rs = fixtures::runner_state();
+        change(rs.deployment.as_mut().unwrap());
+        let d = rs.deployment.clone().unwrap();
+        let manager_ours = ownership(&d.metadata, fixtures::UID) == Ownership::Ours;
+        let refused = (!manager_ours).then(|| crate::children::Refused {
+            kind: "Deployment",
+            namespace: fixtures::NS.into(),
+            name: fixtures::NAME.into(),
+            ownership: ownership(&d.metadata, fixtures::UID),
+        });
+        let seen = Observed {
+            deployment: manager_ours.then_some(&d),
+            refused: refused.into_iter().collect(),
+            ..Default::default()
+        };
+        let st = status::compute(&rs.runner, &seen, &now());
+        let manager_refuses = st
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::api::condition::CHILDREN_OWNED && c.status == "False");
+        let diagnose_refuses = diagnose_errors(rs, "Deployment") > 0;
+        assert_eq!(manager_ours, ours, "{name}: the manager's ownership");
+        assert_eq!(manager_refuses, !ours, "{name}: the manager's status");
+        assert_eq!(diagnose_refuses, !ours, "{name}: diagnose");
+    }
+}
+
+#[test]
+fn the_manager_and_diagnose_agree_on_which_pod_reasons_are_failures() {
+    let reasons = FAILING_POD_REASONS.iter().copied().chain(["ContainerCreating", "PodInitializing"]);
+    for reason in reasons {
+        let status = json!({ "phase": "Pending",
+            "containerStatuses": [{ "name": "app", "ready": false, "restartCount": 0, "image": "x", "imageID": "",
+                                    "state": { "waiting": { "reason": reason, "message": "m" } } }] });
+        let pod = fixtures::pod("web-1", status);
+        let view: PodView = serde_json::from_value(serde_json::to_value(&pod).unwrap()).unwrap();
+        let mut rs = fixtures::runner_state();
+        rs.pods = vec![pod];
+        let d: k8s_openapi::api::apps::v1::Deployment = fixtures::from(json!({
+            "metadata": { "name": "web", "generation": 1 },
+            "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 0 } }));
+        let seen = Observed { deployment: Some(&d), pod_problem: view.problem(), ..Default::default() };
+        let manager_fails = status::compute(&rs.runner, &seen, &now()).phase == crate::api::Phase::Failed;
+        let diagnose_fails = diagnose_errors(rs, reason) > 0;
+        assert_eq!(
+            manager_fails, diagnose_fails,
+            "{reason}: manager Failed={manager_fails}, diagnose error={diagnose_fails}"
+        );
+        assert_eq!(manager_fails, FAILING_POD_REASONS.contains(&reason), "{reason}");
+    }
+}
