@@ -7,6 +7,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::GROUP;
 
+/// `app.kubernetes.io/name` on every child and Pod: `runner`.
+pub const NAME_LABEL: &str = "app.kubernetes.io/name";
+/// `app.kubernetes.io/instance`: the Runner's name. A Pod event finds its
+/// Runner through it, so the manager's desired labels and its Pod view must
+/// spell it the same.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// `app.kubernetes.io/managed-by`: [`crate::api::MANAGED_BY`].
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
 /// How a same-name object stands relative to a Runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ownership {

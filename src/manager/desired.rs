@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{MANAGED_BY, RUNNER_UID_LABEL, Runner};
+use crate::children::{INSTANCE_LABEL, MANAGED_BY_LABEL, NAME_LABEL};
 
 /// Labels that select the Runner's Pods: its UID, so a Runner re-created
 /// under the same name never selects the previous one's Pods.
@@ -24,9 +25,9 @@ pub fn selector_labels(runner: &Runner) -> BTreeMap<String, String> {
 /// Runner's name, which is how a Pod event finds its Runner.
 pub fn labels(runner: &Runner) -> BTreeMap<String, String> {
     let mut l = selector_labels(runner);
-    l.insert("app.kubernetes.io/name".into(), "runner".into());
-    l.insert("app.kubernetes.io/instance".into(), runner.name_any());
-    l.insert("app.kubernetes.io/managed-by".into(), MANAGED_BY.into());
+    l.insert(NAME_LABEL.into(), "runner".into());
+    l.insert(INSTANCE_LABEL.into(), runner.name_any());
+    l.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     l
 }
 

@@ -24,6 +24,7 @@ pub mod runner_patch;
 pub mod server;
 pub mod status;
 pub mod trim;
+pub mod watches;
 
 pub use controller::{Config, run};
 

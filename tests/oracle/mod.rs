@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::ResourceExt;
-use kubectl_runner::api::{Phase, Runner, condition};
+use kubectl_runner::api::{Phase, RUNNER_UID_LABEL, Runner, condition};
 use kubectl_runner::children::{Ownership, ownership};
 
 use crate::support::TestNs;
@@ -41,6 +41,13 @@ pub async fn check(ns: &TestNs, name: &str, exact: bool) -> Result<Runner, Strin
     let s = ns.api::<Service>().get_opt(name).await.map_err(|e| e.to_string())?.ok_or("no Service")?;
     if ownership(&s.metadata, &uid) != Ownership::Ours {
         return Err("the Service is not controlled by this Runner".into());
+    }
+    // Selectors are atomic and ours: exactly the Runner's UID label.
+    let want_selector = std::collections::BTreeMap::from([(RUNNER_UID_LABEL.to_string(), uid.clone())]);
+    let dep_selector = d.spec.selector.match_labels.clone().unwrap_or_default();
+    let svc_selector = s.spec.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
+    if dep_selector != want_selector || svc_selector != want_selector {
+        return Err(format!("selectors {dep_selector:?} / {svc_selector:?}, want {want_selector:?}"));
     }
     let sports: Vec<(Option<String>, i32)> =
         s.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| (p.name.clone(), p.port)).collect();

@@ -1,0 +1,139 @@
+//! The manager's watches: a reflector store per child kind (label-filtered,
+//! trimmed), the Runner stream with its predicate, and the Pod problem
+//! view. Each watch retries on its own ([`WatchBackoff`]); errors never
+//! reach the Controller.
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, stream};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::Client;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tracing::warn;
+
+use super::context::Stores;
+use super::pod_problems::PodProblems;
+use super::pod_view::PodView;
+use super::retry::WatchBackoff;
+use super::trim;
+use crate::api::{RUNNER_UID_LABEL, Runner};
+use crate::client::scoped;
+
+type Events<K> = BoxStream<'static, Result<K, watcher::Error>>;
+
+/// Every watch the Controller is fed, and the stores they fill.
+pub struct Watches {
+    pub stores: Stores,
+    pub runners: Store<Runner>,
+    pub runner_events: Events<Runner>,
+    pub deployments: Events<Deployment>,
+    pub services: Events<Service>,
+    pub ingresses: Events<Ingress>,
+    /// Runners whose reported Pod problem changed.
+    pub pod_triggers: BoxStream<'static, ObjectRef<Runner>>,
+}
+
+/// Objects per page of a watch's initial list: the largest transient
+/// allocation at startup and on every relist.
+const LIST_PAGE: u32 = 100;
+
+/// What of a Runner, when it changes, needs a pass: its spec (generation),
+/// a deletion, or its finalizers. Status-only updates (our own writes) do
+/// not; the store still sees them, so the next pass compares against them.
+fn runner_changed(r: &Runner) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (r.metadata.generation, r.metadata.deletion_timestamp.is_some(), &r.metadata.finalizers).hash(&mut h);
+    Some(h.finish())
+}
+
+/// A watch's errors, logged and dropped after its own backoff. Passed on,
+/// they would reach the Controller's one backoff for all its triggers: each
+/// watch's `410 Expired` after an apiserver restart would pause every
+/// trigger for up to 30 s, one after the other, and Runners created in the
+/// meantime would wait minutes for their first pass.
+fn without_errors<K: Send + 'static>(
+    what: &'static str,
+    stream: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    stream.filter_map(move |item| {
+        futures::future::ready(match item {
+            Ok(obj) => Some(Ok(obj)),
+            Err(e) => {
+                log_watch_error(what, &e);
+                None
+            }
+        })
+    })
+}
+
+/// The Runner a child event concerns: the one with the child's name, not
+/// the owner. A child of a deleted Runner going away must wake the Runner
+/// created again under the same name, which waits for that name.
+pub fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>> {
+    Some(ObjectRef::new(child.meta().name.as_deref()?).within(child.meta().namespace.as_deref()?))
+}
+
+/// Starts every watch (lazily: they run when the Controller polls them).
+pub fn start(client: &Client, ns: Option<&str>) -> Watches {
+    // Every cache is label-filtered and trimmed before it is stored.
+    let children = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
+    let (deployments, dep_w) = reflector::store::<Deployment>();
+    let (services, svc_w) = reflector::store::<Service>();
+    let (ingresses, ing_w) = reflector::store::<Ingress>();
+    let (runners, runner_w) = reflector::store::<Runner>();
+    let dep_stream = watcher(scoped::<Deployment>(client, ns), children.clone())
+        .backoff(WatchBackoff::default())
+        .modify(trim::deployment)
+        .reflect(dep_w)
+        .touched_objects();
+    let svc_stream = watcher(scoped::<Service>(client, ns), children.clone())
+        .backoff(WatchBackoff::default())
+        .modify(trim::service)
+        .reflect(svc_w)
+        .touched_objects();
+    let ing_stream = watcher(scoped::<Ingress>(client, ns), children.clone())
+        .backoff(WatchBackoff::default())
+        .modify(trim::ingress)
+        .reflect(ing_w)
+        .touched_objects();
+    let runner_stream =
+        watcher(scoped::<Runner>(client, ns), watcher::Config::default().page_size(LIST_PAGE))
+            .backoff(WatchBackoff::default())
+            .modify(trim::runner)
+            .reflect(runner_w)
+            .applied_objects()
+            .predicate_filter(runner_changed, Default::default());
+    // Pods are not cached: only stuck ones are remembered, and only a change
+    // in what a Runner would report triggers its pass.
+    let pods = PodProblems::default();
+    let pod_triggers =
+        watcher(scoped::<PodView>(client, ns), children).backoff(WatchBackoff::default()).flat_map({
+            let pods = pods.clone();
+            move |event| {
+                let hits = match event {
+                    Ok(ev) => pods.apply(ev),
+                    Err(e) => {
+                        log_watch_error("Pod", &e);
+                        vec![]
+                    }
+                };
+                stream::iter(hits)
+            }
+        });
+    Watches {
+        stores: Stores { deployments, services, ingresses, pods },
+        runners,
+        runner_events: without_errors("Runner", runner_stream).boxed(),
+        deployments: without_errors("Deployment", dep_stream).boxed(),
+        services: without_errors("Service", svc_stream).boxed(),
+        ingresses: without_errors("Ingress", ing_stream).boxed(),
+        pod_triggers: pod_triggers.boxed(),
+    }
+}
+
+fn log_watch_error(what: &str, e: &watcher::Error) {
+    warn!(watch = what, error = %e, "watch error; retrying with backoff (a relist follows 410 Expired)");
+}
