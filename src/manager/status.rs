@@ -30,89 +30,119 @@ pub struct Observed<'a> {
     pub ingress: bool,
 }
 
+/// The Deployment's counts, and whether its current revision is complete.
+struct Rollout {
+    ready: i32,
+    updated: i32,
+    available: i32,
+    total: i32,
+    /// The Deployment controller has seen the Deployment's latest spec.
+    caught_up: bool,
+    /// Every desired replica of the current revision is available.
+    complete: bool,
+    /// The message of a Progressing=ProgressDeadlineExceeded condition.
+    deadline_exceeded: Option<String>,
+}
+
+fn rollout(d: Option<&Deployment>, desired: i32) -> Rollout {
+    let st = d.and_then(|d| d.status.clone()).unwrap_or_default();
+    let caught_up =
+        d.is_some_and(|d| st.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0));
+    let (ready, updated, available, total) = (
+        st.ready_replicas.unwrap_or(0),
+        st.updated_replicas.unwrap_or(0),
+        st.available_replicas.unwrap_or(0),
+        st.replicas.unwrap_or(0),
+    );
+    let deadline_exceeded = st
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| {
+            c.type_.as_deref() == Some("Progressing")
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+        })
+        .map(|c| c.message.unwrap_or_default());
+    let complete = caught_up && updated == desired && available == desired && total == desired;
+    Rollout { ready, updated, available, total, caught_up, complete, deadline_exceeded }
+}
+
+/// The phase, and the reason and message of the Ready condition, first
+/// cause first. Any child that is not ours fails the Runner, whatever the
+/// Deployment says: a foreign Service would serve its URL.
+fn verdict(seen: &Observed, r: &Rollout, desired: i32) -> (Phase, String, String) {
+    let (ready_n, updated) = (r.ready, r.updated);
+    if !seen.refused.is_empty() {
+        return (Phase::Failed, condition::REASON_ADOPTION_REFUSED.into(), refusal(seen));
+    }
+    if !seen.rejected.is_empty() {
+        return (Phase::Failed, condition::REASON_CHILD_REJECTED.into(), seen.rejected.join("; "));
+    }
+    if seen.deployment.is_none() {
+        return (
+            Phase::Pending,
+            "DeploymentMissing".into(),
+            "waiting for the Deployment to be created".into(),
+        );
+    }
+    if let Some(msg) = &r.deadline_exceeded {
+        return (Phase::Failed, "ProgressDeadlineExceeded".into(), msg.clone());
+    }
+    if r.complete {
+        return (Phase::Available, "Available".into(), format!("{ready_n}/{desired} replicas ready"));
+    }
+    if let Some((reason, msg)) = seen.pod_problem.clone() {
+        let phase =
+            if crate::children::is_failing_pod_reason(&reason) { Phase::Failed } else { Phase::Progressing };
+        let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
+        return (phase, reason, text);
+    }
+    if !r.caught_up || updated < desired {
+        let msg = format!("{updated}/{desired} replicas updated, {ready_n} ready");
+        return (Phase::Progressing, "RollingOut".into(), msg);
+    }
+    (Phase::Progressing, "Progressing".into(), format!("{ready_n}/{desired} replicas ready"))
+}
+
+fn refusal(seen: &Observed) -> String {
+    let names = seen.refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    format!("{names}; left untouched")
+}
+
 /// Computes the status. The Runner's current status supplies the
 /// lastTransitionTime of conditions whose status did not change, so an
 /// unchanged pass yields an equal status.
 pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     let desired = runner.spec.replicas;
     let generation = runner.metadata.generation;
-    let dep_status = seen.deployment.and_then(|d| d.status.clone()).unwrap_or_default();
-    let caught_up = seen.deployment.is_some_and(|d| {
-        d.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0)
-            >= d.metadata.generation.unwrap_or(0)
-    });
-    let (ready_n, updated, available, total) = (
-        dep_status.ready_replicas.unwrap_or(0),
-        dep_status.updated_replicas.unwrap_or(0),
-        dep_status.available_replicas.unwrap_or(0),
-        dep_status.replicas.unwrap_or(0),
+    let r = rollout(seen.deployment, desired);
+    let (phase, reason, message) = verdict(seen, &r, desired);
+    let ready_cond = make_condition(
+        condition::READY,
+        r.complete && phase == Phase::Available,
+        &reason,
+        &message,
+        generation,
     );
-    let ready = caught_up && updated == desired && available == desired && total == desired;
-    let deadline_exceeded = dep_status
-        .conditions
-        .unwrap_or_default()
-        .iter()
-        .find(|c| {
-            c.type_.as_deref() == Some("Progressing")
-                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-        })
-        .map(|c| c.message.clone().unwrap_or_default());
-    let pod_problem = if ready { None } else { seen.pod_problem.clone() };
-    let refused = seen.refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-
-    // Any child that is not ours fails the Runner, whatever the Deployment
-    // says: a foreign Service would serve its URL.
-    let (phase, reason, message) = if !seen.refused.is_empty() {
-        (Phase::Failed, condition::REASON_ADOPTION_REFUSED.into(), format!("{refused}; left untouched"))
-    } else if !seen.rejected.is_empty() {
-        (Phase::Failed, condition::REASON_CHILD_REJECTED.into(), seen.rejected.join("; "))
-    } else if seen.deployment.is_none() {
-        (Phase::Pending, "DeploymentMissing".into(), "waiting for the Deployment to be created".into())
-    } else if let Some(msg) = deadline_exceeded {
-        (Phase::Failed, "ProgressDeadlineExceeded".into(), msg)
-    } else if ready {
-        (Phase::Available, "Available".into(), format!("{ready_n}/{desired} replicas ready"))
-    } else if let Some((reason, msg)) = pod_problem {
-        let phase =
-            if crate::children::is_failing_pod_reason(&reason) { Phase::Failed } else { Phase::Progressing };
-        let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
-        (phase, reason, text)
-    } else if !caught_up || updated < desired {
-        (
-            Phase::Progressing,
-            "RollingOut".into(),
-            format!("{updated}/{desired} replicas updated, {ready_n} ready"),
-        )
-    } else {
-        (Phase::Progressing, "Progressing".into(), format!("{ready_n}/{desired} replicas ready"))
-    };
-
-    let old = runner.status.clone().unwrap_or_default();
-    let ready_cond =
-        make_condition(condition::READY, ready && phase == Phase::Available, &reason, &message, generation);
     let owned_cond = if seen.refused.is_empty() {
-        make_condition(
-            condition::CHILDREN_OWNED,
-            true,
-            "Owned",
-            "all children are controlled by this Runner",
-            generation,
-        )
+        let msg = "all children are controlled by this Runner";
+        make_condition(condition::CHILDREN_OWNED, true, "Owned", msg, generation)
     } else {
-        let msg = format!("{refused}; left untouched");
-        make_condition(condition::CHILDREN_OWNED, false, condition::REASON_ADOPTION_REFUSED, &msg, generation)
+        let reason = condition::REASON_ADOPTION_REFUSED;
+        make_condition(condition::CHILDREN_OWNED, false, reason, &refusal(seen), generation)
     };
+    let old = runner.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     RunnerStatus {
         observed_generation: generation,
-        replicas: total,
-        ready_replicas: ready_n,
-        updated_replicas: updated,
-        available_replicas: available,
+        replicas: r.total,
+        ready_replicas: r.ready,
+        updated_replicas: r.updated,
+        available_replicas: r.available,
         phase,
         url: Some(url(runner, seen.ingress)),
         message: Some(message),
         selector: Some(super::desired::selector_string(runner)),
-        conditions: merge_conditions(&old.conditions, vec![ready_cond, owned_cond], now),
+        conditions: merge_conditions(old, vec![ready_cond, owned_cond], now),
     }
 }
 
@@ -223,16 +253,17 @@ mod tests {
     }
 
     #[test]
-    fn container_creating_is_progress_not_failure() {
+    fn a_waiting_reason_that_fixes_itself_is_progress_not_failure() {
         let d = deployment(1, 1, 2, 0, 2);
-        let problem = None;
+        let problem = Some(("ContainerCreating".to_string(), String::new()));
         let s = compute(
             &runner(1),
             &Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() },
             &now(),
         );
         assert_eq!(s.phase, Phase::Progressing);
-        assert_eq!(s.message.as_deref(), Some("0/2 replicas ready"));
+        assert_eq!(s.message.as_deref(), Some("ContainerCreating"));
+        assert_eq!(ready_condition(&s).status, "False");
     }
 
     fn refused(kind: &'static str) -> Refused {
