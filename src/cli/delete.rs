@@ -167,26 +167,6 @@ pub async fn wait_gone(
     }
 }
 
-/// Deletes and, when `timeout` is given, waits; an error if anything is
-/// left at the deadline. The whole sequence `e2e` needs in one call.
-pub async fn delete_and_wait(
-    ctx: &Ctx,
-    ns: &str,
-    names: &[String],
-    timeout: Option<Duration>,
-) -> Result<Vec<Deleted>> {
-    let deleted = delete(ctx, ns, names).await?;
-    if let Some(t) = timeout {
-        for d in &deleted {
-            if let Deleted::Accepted { name, uid } = d {
-                let left = wait_gone(ctx, ns, name, uid.as_deref(), t, &mut |_| {}).await?;
-                check_gone(ns, name, t, &left)?;
-            }
-        }
-    }
-    Ok(deleted)
-}
-
 fn check_gone(ns: &str, name: &str, timeout: Duration, left: &Remaining) -> Result<()> {
     if left.is_gone() {
         return Ok(());

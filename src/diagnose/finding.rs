@@ -47,7 +47,6 @@ pub enum Code {
     ManagerRestarts,
     ManagerAbsent,
     ManagerNotVisible,
-    WatchScope,
     // 3. permissions
     ServiceAccountMissing,
     PermissionDenied,
@@ -88,7 +87,6 @@ impl Code {
             Code::ManagerRestarts => "manager-restarts",
             Code::ManagerAbsent => "manager-absent",
             Code::ManagerNotVisible => "manager-not-visible",
-            Code::WatchScope => "watch-scope",
             Code::ServiceAccountMissing => "service-account-missing",
             Code::PermissionDenied => "permission-denied",
             Code::OverbroadGrant => "overbroad-grant",

@@ -19,7 +19,6 @@ fn about_installation(code: Code) -> bool {
             | Code::ManagerRestarts
             | Code::ManagerAbsent
             | Code::ManagerNotVisible
-            | Code::WatchScope
             | Code::ServiceAccountMissing
             | Code::PermissionDenied
             | Code::OverbroadGrant
