@@ -9,10 +9,10 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use super::args::validate_name;
-use super::children::{self, ChildSummary};
+use super::children;
+pub use super::output::describe::Description;
 use super::output;
 use super::{Ctx, Globals};
-use crate::api::Runner;
 use crate::error::{Error, Result};
 
 /// How many Events `describe` shows, newest last.
@@ -28,15 +28,6 @@ Examples:
 pub struct DescribeArgs {
     /// Runner to describe.
     pub name: String,
-}
-
-/// Everything `describe` shows, as data.
-#[derive(Debug, Clone)]
-pub struct Description {
-    pub runner: Runner,
-    pub children: Vec<ChildSummary>,
-    /// Events of the Runner, its children and their Pods, oldest first.
-    pub events: Vec<Event>,
 }
 
 /// Reads the Runner, its children, and Events in its namespace.

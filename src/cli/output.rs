@@ -17,7 +17,7 @@ use super::children::{self, Children};
 use crate::api::{GROUP, Runner, condition};
 use crate::error::{Error, Result};
 
-mod describe;
+pub mod describe;
 pub use describe::{describe, event_time};
 
 /// Writes `text` to stdout. A broken pipe is success: the reader had enough.

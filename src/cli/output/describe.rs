@@ -6,7 +6,17 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::{age_of, table};
-use crate::cli::describe::Description;
+use crate::api::Runner;
+use crate::cli::children::ChildSummary;
+
+/// Everything `describe` shows, as data.
+#[derive(Debug, Clone)]
+pub struct Description {
+    pub runner: Runner,
+    pub children: Vec<ChildSummary>,
+    /// Events of the Runner, its children and their Pods, oldest first.
+    pub events: Vec<Event>,
+}
 
 /// Renders every section; empty ones say `<none>` so the shape is stable.
 pub fn describe(d: &Description, now: Timestamp) -> String {

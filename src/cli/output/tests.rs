@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::cli::children::ChildSummary;
-use crate::cli::describe::Description;
+use crate::cli::output::describe::Description;
 
 fn now() -> Timestamp {
     "2024-01-01T01:00:00Z".parse().unwrap()
