@@ -26,6 +26,15 @@ pub enum Error {
     #[error("cannot load kubeconfig: {0}")]
     Kubeconfig(String),
 
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+
+    #[error("lost leadership of the Lease; exiting so a restart can wait for it again")]
+    LeaseLost,
+
+    #[error("cannot encode {what} as JSON: {source}")]
+    Encode { what: &'static str, source: serde_json::Error },
+
     #[error("the apiserver refuses a child of Runner {runner}: {message}")]
     ChildRejected { runner: String, message: String },
 
@@ -49,6 +58,9 @@ impl Error {
             Error::CrdMissing => "crd_missing".into(),
             Error::Kubeconfig(_) => "kubeconfig".into(),
             Error::ChildRejected { .. } => "child_rejected".into(),
+            Error::Listen { .. } => "listen".into(),
+            Error::LeaseLost => "lease_lost".into(),
+            Error::Encode { .. } => "encode".into(),
             Error::Other(_) => "other".into(),
         }
     }

@@ -10,8 +10,8 @@ use kube::api::{Api, ListParams};
 
 use super::args::validate_name;
 use super::children;
-pub use super::output::describe::Description;
 use super::output;
+pub use super::output::describe::Description;
 use super::{Ctx, Globals};
 use crate::error::{Error, Result};
 

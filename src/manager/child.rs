@@ -100,8 +100,9 @@ pub async fn ensure<K: Child>(
     if live.meta().deletion_timestamp.is_some() {
         return Ok(Outcome::Ours(live)); // going away; its delete event brings the next pass
     }
-    let want_v = serde_json::to_value(&want).map_err(|e| Error::Other(e.to_string()))?;
-    let plan = drift::plan(&want_v, &serde_json::to_value(&live).map_err(|e| Error::Other(e.to_string()))?);
+    let encode = |source| Error::Encode { what: kind, source };
+    let want_v = serde_json::to_value(&want).map_err(encode)?;
+    let plan = drift::plan(&want_v, &serde_json::to_value(&live).map_err(encode)?);
     if !plan.apply {
         return Ok(Outcome::Ours(live));
     }

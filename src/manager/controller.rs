@@ -142,9 +142,7 @@ pub async fn run(
         leader::release(client, &lease_cfg).await;
     }
     if lost_flag.load(Ordering::Relaxed) {
-        return Err(Error::Other(
-            "lost leadership of the Lease; exiting so a restart can wait for it again".into(),
-        ));
+        return Err(Error::LeaseLost);
     }
     info!("manager stopped");
     Ok(())

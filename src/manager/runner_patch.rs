@@ -56,7 +56,8 @@ async fn json_patch(
     op: &'static str,
     status: bool,
 ) -> Result<()> {
-    let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| Error::Other(e.to_string()))?;
+    let patch: json_patch::Patch =
+        serde_json::from_value(ops).map_err(|source| Error::Encode { what: "a JSON patch", source })?;
     send(api, runner, patch, op, status).await
 }
 

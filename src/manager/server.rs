@@ -15,10 +15,9 @@ use crate::error::{Error, Result};
 /// Binds `addr` and serves `routes` in the background. Binding happens
 /// here, so a port in use fails startup instead of a background task.
 pub async fn serve(addr: SocketAddr, routes: Router) -> Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::Other(format!("cannot listen on {addr}: {e}")))?;
-    let bound = listener.local_addr().map_err(|e| Error::Other(e.to_string()))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Listen { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| Error::Listen { addr, source })?;
     tokio::spawn(async move {
         let _ = axum::serve(listener, routes).await;
     });
