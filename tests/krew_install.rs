@@ -8,6 +8,8 @@
 //! The archive is built with the dev profile: the release profile (fat LTO)
 //! takes ~10 min on 2 cores and packages the same files the same way.
 
+mod nested_cargo;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
@@ -104,7 +106,7 @@ fn the_release_archive_installs_with_krew_and_runs_as_kubectl_runner() {
     let dist = tmp.0.join("dist");
     run(
         "scripts/release.sh (dev profile)",
-        Command::new("bash")
+        nested_cargo::without_crate_env(&mut Command::new("bash"))
             .arg(format!("{REPO}/scripts/release.sh"))
             .env("RELEASE_PROFILE", "dev")
             .env("RELEASE_REPO", "https://example.invalid/kubectl-runner")

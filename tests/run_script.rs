@@ -5,6 +5,7 @@
 //! still be running. Its demo Runner goes into the test's own namespace.
 
 mod diagnose_util;
+mod nested_cargo;
 mod support;
 
 use std::collections::BTreeSet;
@@ -73,7 +74,7 @@ async fn the_main_job_run_without_a_terminal_leaves_no_manager_running_and_diagn
     let err_file = std::fs::File::create(&err_path).expect("create the stderr file");
     let start = Instant::now();
     let repo = env!("CARGO_MANIFEST_DIR");
-    let mut child = Command::new("bash")
+    let mut child = nested_cargo::without_crate_env(&mut Command::new("bash"))
         .arg(format!("{repo}/scripts/run.sh"))
         .env("RUNNER_CLUSTER_STATE", &state)
         .env("RUNNER_CLUSTER_NAME", &cluster)
