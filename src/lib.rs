@@ -21,3 +21,4 @@ pub mod error;
 pub mod manager;
 pub mod manifests;
 pub mod rbac;
+pub mod service_account;

@@ -236,3 +236,40 @@ async fn diagnosing_one_namespace_with_one_runner_takes_seconds_at_most() {
     // Generous: parallel tests and builds share two cores. Alone it is ~0.3 s.
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+/// The reproduction: deleted a moment ago, no manager anywhere, the
+/// default 30 s grace. Nothing will ever release the Runner, so it is stuck
+/// now, and with a child left the fix is to start the manager.
+#[tokio::test]
+async fn a_runner_deleted_just_now_with_no_manager_anywhere_is_stuck_without_waiting_for_the_grace() {
+    let ns = TestNs::new("diag-now").await;
+    let _release = ReleaseFinalizers(ns.name.clone());
+    ensure_crd(&ns.client).await;
+    let r = create_runner(&ns, "web", spec("nginx:1.27"), true).await;
+    let child: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "web", "ownerReferences": [{
+            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner", "name": "web",
+            "uid": r.uid().unwrap(), "controller": true }] },
+        "spec": { "selector": { "matchLabels": { "app": "web" } },
+                  "template": { "metadata": { "labels": { "app": "web" } },
+                                "spec": { "containers": [{ "name": "c", "image": "nginx:1.27" }] } } }
+    }))
+    .unwrap();
+    ns.api::<Deployment>().create(&PostParams::default(), &child).await.expect("create the child");
+    ns.api::<Runner>().delete("web", &DeleteParams::default()).await.expect("delete Runner");
+
+    // Default --grace (30 s): only the churn sampling is turned off.
+    let (code, report) = diagnose(&["-n", &ns.name, "web", "--churn-window", "0"]).await;
+    let stuck = with_code(&report, "finalizer-stuck");
+    assert_eq!(stuck.len(), 1, "{report:#}");
+    let t = text(stuck[0]);
+    assert!(t.contains(&format!("Deployment {}/web still exists", ns.name)), "{t}");
+    assert!(t.contains("manager absent"), "{t}");
+    let fix = stuck[0]["fix"].as_str().unwrap();
+    assert!(fix.starts_with("start the manager"), "{fix}");
+    assert!(fix.contains("Do not remove the finalizer by hand"), "{fix}");
+    let absent = with_code(&report, "manager-absent");
+    assert_eq!(absent.len(), 1, "{report:#}");
+    assert!(text(absent[0]).contains("is stuck deleting"), "{}", text(absent[0]));
+    assert_eq!(code, 3);
+}

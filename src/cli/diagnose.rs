@@ -55,6 +55,7 @@ Examples:
   kubectl runner diagnose web -n team-a        # one Runner
   kubectl runner diagnose -A -o json | jq '.findings[] | select(.severity==\"error\")'
   kubectl runner diagnose --service-account team-a/runner-manager
+  kubectl runner diagnose --as-service-account team-a/runner-manager   # the same
   kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone";
 
 /// Explain why a Runner or the manager is not working.
@@ -65,7 +66,9 @@ pub struct DiagnoseArgs {
     pub name: Option<String>,
     /// ServiceAccount whose permissions to check, as NAMESPACE/NAME
     /// (default: the in-cluster manager's, runner-system/runner-controller-manager).
-    #[arg(long, value_name = "NS/NAME", value_parser = parse_service_account)]
+    /// Also spelled --as-service-account, as for run-manager: each check asks
+    /// the apiserver what that ServiceAccount may do, as impersonation would.
+    #[arg(long, visible_alias = "as-service-account", value_name = "NS/NAME", value_parser = parse_service_account)]
     pub service_account: Option<ServiceAccountRef>,
     /// Consider Events from this long ago (e.g. 30m, 2h).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
@@ -107,12 +110,7 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 
 /// `namespace/name`, both non-empty.
 pub fn parse_service_account(s: &str) -> std::result::Result<ServiceAccountRef, String> {
-    match s.split_once('/') {
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(ServiceAccountRef { namespace: ns.into(), name: name.into() })
-        }
-        _ => Err(format!("{s:?} is not NAMESPACE/NAME, e.g. runner-system/runner-controller-manager")),
-    }
+    s.parse()
 }
 
 impl DiagnoseArgs {
@@ -259,6 +257,13 @@ mod tests {
         for bad in ["mgr", "/mgr", "team/", "a/b/c"] {
             assert!(parse_service_account(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn as_service_account_is_the_same_flag_as_for_run_manager() {
+        let a = diag(&["--as-service-account", "team/mgr"]);
+        assert_eq!(a.service_account, Some(parse_service_account("team/mgr").unwrap()));
+        assert_eq!(diag(&["--service-account", "team/mgr"]).service_account, a.service_account);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::error::{Error, Result};
+use crate::service_account::ServiceAccountRef;
 
 pub mod args;
 pub mod children;
@@ -117,6 +118,13 @@ impl Globals {
     /// Loads the kubeconfig (honouring --kubeconfig and --context) and
     /// connects. Only subcommands that talk to a cluster call this.
     pub async fn connect(&self) -> Result<Ctx> {
+        self.connect_as(None).await
+    }
+
+    /// Like [`connect`](Self::connect), but with `sa` every request acts as
+    /// that ServiceAccount (`--as-service-account`), once the kubeconfig's
+    /// own identity is known to be allowed to.
+    pub async fn connect_as(&self, sa: Option<&ServiceAccountRef>) -> Result<Ctx> {
         let opts = kube::config::KubeConfigOptions { context: self.context.clone(), ..Default::default() };
         let kc_err = |e: kube::config::KubeconfigError| Error::Kubeconfig(e.to_string());
         let config = match &self.kubeconfig {
@@ -132,6 +140,9 @@ impl Globals {
         let namespace = self.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
         let mut config = config;
         crate::client::identify(&mut config);
+        if let Some(sa) = sa {
+            crate::service_account::act_as(&mut config, sa).await?;
+        }
         let client = kube::Client::try_from(config).map_err(|e| Error::Kubeconfig(e.to_string()))?;
         Ok(Ctx { client, namespace, all_namespaces: self.all_namespaces })
     }

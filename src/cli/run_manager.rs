@@ -1,11 +1,15 @@
 //! `kubectl runner run-manager`: the reconcile manager, with the current
-//! kubeconfig locally or the Pod's ServiceAccount in the cluster.
+//! kubeconfig locally or the Pod's ServiceAccount in the cluster; locally
+//! with `--as-service-account`, as that ServiceAccount (impersonated), so it
+//! meets exactly the permissions the in-cluster manager would.
 
 use std::net::SocketAddr;
 
 use super::Globals;
+use super::diagnose::parse_service_account;
 use crate::error::Result;
 use crate::manager::{self, Config};
+use crate::service_account::{MANAGER_SERVICE_ACCOUNT, ServiceAccountRef};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -16,7 +20,14 @@ Examples:
   kubectl runner run-manager -n team-a --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081
 
   # Take part in leader election with the in-cluster manager
-  kubectl runner run-manager --leader-elect";
+  kubectl runner run-manager --leader-elect
+
+  # With exactly the installed manager's permissions (needs: impersonate
+  # serviceaccounts in runner-system); denials show up here, not in the cluster
+  kubectl runner run-manager --as-service-account
+
+  # As another ServiceAccount; its Lease lives in its namespace, as in a Pod
+  kubectl runner run-manager -n team-a --as-service-account team-a/runner --leader-elect";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -39,7 +50,8 @@ pub struct RunManagerArgs {
     /// Hold the leader Lease before reconciling, so only one manager acts.
     #[arg(long)]
     pub leader_elect: bool,
-    /// Namespace of the leader Lease (default: $POD_NAMESPACE or runner-system).
+    /// Namespace of the leader Lease (default: the --as-service-account
+    /// namespace, else $POD_NAMESPACE, else runner-system).
     #[arg(long)]
     pub lease_namespace: Option<String>,
     /// Log format on stderr.
@@ -48,6 +60,13 @@ pub struct RunManagerArgs {
     /// Skip the startup check of the CRD and permissions.
     #[arg(long)]
     pub skip_preflight: bool,
+    /// Act as this ServiceAccount, NS/NAME (alone: the installed manager's,
+    /// runner-system/runner-controller-manager): every request is
+    /// impersonated, so the preflight and every reconcile meet its RBAC.
+    /// Your own identity needs `impersonate` on that ServiceAccount.
+    #[arg(long, value_name = "NS/NAME", num_args = 0..=1,
+          default_missing_value = MANAGER_SERVICE_ACCOUNT, value_parser = parse_service_account)]
+    pub as_service_account: Option<ServiceAccountRef>,
 }
 
 impl RunManagerArgs {
@@ -58,7 +77,7 @@ impl RunManagerArgs {
 }
 
 pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
-    let ctx = g.connect().await?;
+    let ctx = g.connect_as(a.as_service_account.as_ref()).await?;
     let mut cfg = match &g.namespace {
         Some(ns) => Config::namespaced(ns),
         None => Config::all_namespaces(),
@@ -67,6 +86,11 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     cfg.health_addr = a.health_addr;
     cfg.leader_elect = a.leader_elect;
     cfg.preflight = !a.skip_preflight;
+    if let Some(sa) = &a.as_service_account {
+        tracing::info!(user = %sa.user(), "acting as ServiceAccount {sa}");
+        // A Pod runs in its ServiceAccount's namespace and keeps its Lease there.
+        cfg.lease_namespace = sa.namespace.clone();
+    }
     if let Some(ns) = a.lease_namespace {
         cfg.lease_namespace = ns;
     }
@@ -91,5 +115,42 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+    use crate::service_account::ServiceAccountRef;
+
+    fn parse(args: &[&str]) -> super::RunManagerArgs {
+        let argv = ["kubectl-runner", "run-manager"].iter().chain(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::RunManager(a) => a,
+            _ => unreachable!("parsed as run-manager"),
+        }
+    }
+
+    #[test]
+    fn as_service_account_alone_means_the_installed_manager() {
+        assert_eq!(parse(&["--as-service-account"]).as_service_account, Some(ServiceAccountRef::manager()));
+        assert_eq!(
+            parse(&["--as-service-account", "-n", "team"]).as_service_account,
+            Some(ServiceAccountRef::manager())
+        );
+        assert_eq!(parse(&[]).as_service_account, None);
+    }
+
+    #[test]
+    fn as_service_account_takes_namespace_slash_name() {
+        let a = parse(&["--as-service-account", "team/runner", "--leader-elect"]);
+        assert_eq!(a.as_service_account, Some("team/runner".parse().unwrap()));
+        assert!(a.leader_elect);
+        let a = parse(&["--as-service-account=team/runner"]);
+        assert_eq!(a.as_service_account.unwrap().name, "runner");
+        let argv = ["kubectl-runner", "run-manager", "--as-service-account", "runner"];
+        assert!(Cli::try_parse_from(argv).is_err(), "a name without its namespace");
     }
 }

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use crate::api::Runner;
 use crate::rbac::Permission;
+/// Where the ServiceAccount identity lives (the manager uses it too).
+pub use crate::service_account::ServiceAccountRef;
 
 /// The gathered state of the installation and the Runners in scope.
 #[derive(Debug, Clone)]
@@ -74,31 +76,6 @@ pub struct Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds { grace: Duration::from_secs(30), since: Duration::from_secs(3600) }
-    }
-}
-
-/// `namespace/name` of a ServiceAccount.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceAccountRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ServiceAccountRef {
-    /// The user name RBAC sees: `system:serviceaccount:NS:NAME`.
-    pub fn user(&self) -> String {
-        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
-    }
-
-    /// The groups every ServiceAccount token carries.
-    pub fn groups(&self) -> Vec<String> {
-        vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace)]
-    }
-}
-
-impl std::fmt::Display for ServiceAccountRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 

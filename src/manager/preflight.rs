@@ -56,13 +56,32 @@ pub async fn check(client: &kube::Client, watch_ns: Option<&str>, lease_ns: Opti
     if missing.is_empty() {
         return Ok(());
     }
+    // Named, because locally it may be the kubeconfig's user or an
+    // impersonated ServiceAccount (`run-manager --as-service-account`).
+    let who = crate::service_account::whoami(client).await.map(|(user, _)| user);
+    Err(Error::Other(lacking(&missing, who.as_deref())))
+}
+
+/// The preflight's refusal: who lacks what, and the fix.
+fn lacking(missing: &[Missing], who: Option<&str>) -> String {
     let lines: Vec<String> = missing.iter().map(|m| format!("  - {m}")).collect();
-    Err(Error::Other(format!(
-        "the manager's identity lacks {} permission(s):\n{}\nfix: `kubectl runner install` (or `kubectl apply -f manifests/rbac.yaml`), \
-         then check with `kubectl runner diagnose`",
+    let who = who.map(|u| format!(" ({u})")).unwrap_or_default();
+    let manager = crate::service_account::ServiceAccountRef::manager().user();
+    let check = match who.strip_prefix(" (system:serviceaccount:").and_then(|r| r.strip_suffix(')')) {
+        Some(sa) if format!("system:serviceaccount:{sa}") != manager => {
+            format!(
+                "`kubectl runner diagnose --service-account {}` names a grant for each",
+                sa.replacen(':', "/", 1)
+            )
+        }
+        _ => "check with `kubectl runner diagnose`".into(),
+    };
+    format!(
+        "the manager's identity{who} lacks {} permission(s):\n{}\nfix: `kubectl runner install` (or `kubectl apply -f manifests/rbac.yaml`), \
+         then {check}",
         missing.len(),
         lines.join("\n")
-    )))
+    )
 }
 
 /// SelfSubjectAccessReviews for every (verb, resource) the manager uses.
@@ -107,4 +126,35 @@ pub async fn missing_permissions(
         }
     }
     Ok(missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create_deployments(ns: &str) -> Missing {
+        let permission = *PERMISSIONS.iter().find(|p| p.resource == "deployments").unwrap();
+        Missing { verb: "create", permission, namespace: Some(ns.into()) }
+    }
+
+    #[test]
+    fn the_refusal_names_the_identity_and_each_missing_verb() {
+        let m = lacking(&[create_deployments("team")], Some("system:serviceaccount:team:mgr"));
+        assert!(
+            m.starts_with("the manager's identity (system:serviceaccount:team:mgr) lacks 1 permission(s):"),
+            "{m}"
+        );
+        assert!(m.contains("  - can't create deployments.apps in namespace team (needed to"), "{m}");
+        assert!(m.contains("kubectl runner diagnose --service-account team/mgr"), "{m}");
+    }
+
+    #[test]
+    fn the_installed_manager_or_an_unknown_identity_is_pointed_at_install() {
+        let sa = "system:serviceaccount:runner-system:runner-controller-manager";
+        for who in [Some(sa), Some("kubernetes-admin"), None] {
+            let m = lacking(&[create_deployments("team")], who);
+            assert!(m.contains("fix: `kubectl runner install`"), "{m}");
+            assert!(m.ends_with("then check with `kubectl runner diagnose`"), "{m}");
+        }
+    }
 }

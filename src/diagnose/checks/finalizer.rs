@@ -1,5 +1,7 @@
 //! Check 4, stuck finalizers: a Runner deleted longer ago than the grace
-//! period that still carries our finalizer. The finding says what holds it:
+//! period that still carries our finalizer, or deleted at all while no
+//! manager runs anywhere (then nothing can ever remove the finalizer, so
+//! waiting out the grace period would only hide the cause). The finding says what holds it:
 //! children still present (and what holds *them*), no manager, a manager that
 //! does not watch the namespace, or missing delete permissions.
 //!
@@ -27,14 +29,25 @@ pub fn promise(rs: &RunnerState) -> String {
     )
 }
 
-/// How long the Runner has been stuck deleting, if it is (deleted longer ago
-/// than the grace period, our finalizer still on it).
+/// How long the Runner has been stuck deleting, if it is: our finalizer still
+/// on it, and deleted longer ago than the grace period, or at all when
+/// [`View::none_running`] (the grace period is for a manager to do its work).
 pub fn stuck_for(s: &Snapshot, rs: &RunnerState) -> Option<Duration> {
     let deleted = rs.runner.metadata.deletion_timestamp.as_ref()?;
     let held = rs.runner.finalizers().iter().any(|f| f == FINALIZER);
+    if !held {
+        return None;
+    }
     let for_ = age(s.now, deleted.0);
-    (held && for_ >= s.thresholds.grace).then_some(for_)
+    let grace = if manager::view(s).none_running() { Duration::ZERO } else { s.thresholds.grace };
+    (for_ >= grace).then_some(for_)
 }
+
+/// The fix while children remain and no manager runs: the manager deletes
+/// them and then releases the Runner; nothing else should.
+pub const START_THE_MANAGER: &str = "start the manager (kubectl runner run-manager --leader-elect, or kubectl runner \
+     install --with-manager --image IMAGE); it deletes the children, then removes the finalizer. Do not remove \
+     the finalizer by hand: that leaves the children behind";
 
 /// The children this Runner still controls, as (kind, metadata).
 fn owned_children(rs: &RunnerState) -> Vec<(&'static str, &ObjectMeta)> {
@@ -139,8 +152,7 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
             ns_flag(rs)
         )
     } else if v.absent() {
-        "start the manager (kubectl runner run-manager, or install it); it deletes the children, then the finalizer"
-            .to_string()
+        START_THE_MANAGER.to_string()
     } else {
         format!(
             "kubectl {} get deployment,service,ingress {name} -o yaml   # see what holds them",
@@ -154,7 +166,7 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
 mod tests {
     use super::super::fixtures;
     use super::*;
-    use crate::diagnose::snapshot::Snapshot;
+    use crate::diagnose::snapshot::{ManagerState, Snapshot};
 
     fn deleting(secs_ago: i64) -> Snapshot {
         let mut s = fixtures::healthy();
@@ -171,6 +183,58 @@ mod tests {
     fn a_runner_deleted_within_the_grace_period_is_not_stuck() {
         let s = deleting(5);
         assert!(check(&s, &s.runners[0]).is_empty());
+    }
+
+    #[test]
+    fn the_grace_period_applies_only_while_a_manager_may_be_running() {
+        type Case = (&'static str, fn(&mut Snapshot), i64, bool);
+        let cases: &[Case] = &[
+            ("ready in-cluster manager, 5 s ago", |_| {}, 5, false),
+            ("ready in-cluster manager, 120 s ago", |_| {}, 120, true),
+            ("no manager anywhere, 3 s ago", |s| s.manager = Default::default(), 3, true),
+            ("no manager anywhere, just now", |s| s.manager = Default::default(), 0, true),
+            (
+                "local manager holding a fresh Lease, 3 s ago",
+                |s| s.manager = ManagerState { lease: Some(fixtures::lease(2)), ..Default::default() },
+                3,
+                false,
+            ),
+            (
+                "only a stale Lease, 3 s ago",
+                |s| s.manager = ManagerState { lease: Some(fixtures::lease(300)), ..Default::default() },
+                3,
+                true,
+            ),
+            (
+                "manager Pod starting, 3 s ago",
+                |s| {
+                    s.manager.deployment = Some(fixtures::manager_deployment(0));
+                    s.manager.pods = vec![fixtures::running_pod()];
+                    s.manager.lease = None;
+                },
+                3,
+                false,
+            ),
+        ];
+        for (name, set_up, secs_ago, want_stuck) in cases {
+            let mut s = deleting(*secs_ago);
+            set_up(&mut s);
+            assert_eq!(stuck_for(&s, &s.runners[0]).is_some(), *want_stuck, "{name}");
+            assert_eq!(check(&s, &s.runners[0]).len(), usize::from(*want_stuck), "{name}");
+        }
+    }
+
+    #[test]
+    fn with_no_manager_and_children_left_the_fix_is_to_start_the_manager() {
+        let mut s = deleting(3);
+        s.manager = Default::default();
+        let f = &check(&s, &s.runners[0])[0];
+        assert_eq!(f.severity, crate::diagnose::finding::Severity::Error);
+        let fix = f.fix.as_deref().unwrap();
+        assert!(fix.starts_with("start the manager (kubectl runner run-manager --leader-elect"), "{fix}");
+        assert!(fix.contains("Do not remove the finalizer by hand"), "{fix}");
+        assert!(!fix.contains("--fix"), "{fix}");
+        assert!(f.evidence.iter().any(|e| e.contains("manager absent")), "{:?}", f.evidence);
     }
 
     #[test]

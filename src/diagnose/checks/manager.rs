@@ -32,6 +32,8 @@ pub struct View {
     /// Namespaces the in-cluster manager is limited to (`--namespace`);
     /// `None`: all namespaces, or unknown (no in-cluster Deployment).
     pub watched: Option<Vec<String>>,
+    /// Manager Pods that exist, in any state (one may be starting).
+    pub pods: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +47,14 @@ impl View {
     /// No ready in-cluster manager and no recently renewed Lease.
     pub fn absent(&self) -> bool {
         self.deployment_ready != Some(true) && !self.lease.as_ref().is_some_and(|l| l.fresh)
+    }
+
+    /// Nothing can be reconciling: no ready in-cluster manager, no fresh
+    /// leader Lease (which a local `run-manager --leader-elect` renews), and
+    /// no manager Pod that might be about to start. Then waiting out a grace
+    /// period only delays the report: nothing will remove a finalizer.
+    pub fn none_running(&self) -> bool {
+        self.absent() && self.pods == 0
     }
 
     /// The evidence line per-Runner findings use; the manager-absent finding
@@ -99,7 +109,7 @@ pub fn view(s: &Snapshot) -> View {
         let ns = namespace_args(args);
         (!ns.is_empty()).then_some(ns)
     });
-    View { deployment_ready, lease, watched }
+    View { deployment_ready, lease, watched, pods: s.manager.pods.len() }
 }
 
 /// The values of `--namespace=X`, `--namespace X`, `-n X` in a command line.
@@ -334,6 +344,35 @@ mod tests {
         assert!(!view(&s).absent());
         s.manager.lease = Some(fixtures::lease(60));
         assert!(view(&s).absent());
+    }
+
+    #[test]
+    fn only_no_deployment_lease_or_pod_means_none_running() {
+        type Case = (&'static str, fn(&mut Snapshot), bool);
+        let cases: &[Case] = &[
+            ("nothing at all", |_| {}, true),
+            ("a stale Lease", |s| s.manager.lease = Some(fixtures::lease(120)), true),
+            ("a fresh Lease (local --leader-elect)", |s| s.manager.lease = Some(fixtures::lease(3)), false),
+            ("a ready Deployment", |s| s.manager.deployment = Some(fixtures::manager_deployment(1)), false),
+            (
+                "an unready Deployment with a Pod",
+                |s| {
+                    s.manager.deployment = Some(fixtures::manager_deployment(0));
+                    s.manager.pods = vec![crashing_pod()];
+                },
+                false,
+            ),
+            (
+                "an unready Deployment without Pods",
+                |s| s.manager.deployment = Some(fixtures::manager_deployment(0)),
+                true,
+            ),
+        ];
+        for (name, set_up, want) in cases {
+            let mut s = fixtures::without_manager();
+            set_up(&mut s);
+            assert_eq!(view(&s).none_running(), *want, "{name}");
+        }
     }
 
     #[test]

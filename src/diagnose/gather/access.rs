@@ -82,7 +82,8 @@ fn review(sa: &ServiceAccountRef, ns: &str, p: &Permission, verb: &str) -> Subje
     SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(sa.user()),
-            groups: Some(sa.groups()),
+            // As a real token (and `kubectl auth can-i --as`): with system:authenticated.
+            groups: Some(sa.token_groups()),
             resource_attributes: Some(ResourceAttributes {
                 namespace: Some(ns.to_string()).filter(|n| !n.is_empty()),
                 verb: Some(verb.to_string()),
