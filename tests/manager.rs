@@ -515,3 +515,22 @@ async fn a_manager_started_among_existing_runners_syncs_reconciles_them_all_and_
     let mgr = ManagerHandle::start(&ns.client, &ns.name);
     mgr.stop_after_cleanup(&ns).await;
 }
+
+/// A stop that comes before the caches have synced must not wait for the
+/// reconciles that are waiting for that sync (they would wait for ever:
+/// the stop drops the watches). `stop` fails after 30 s.
+#[tokio::test]
+async fn a_manager_stopped_before_its_caches_sync_stops_promptly() {
+    let ns = TestNs::new("mgr-early-stop").await;
+    ensure_crd(&ns.client).await;
+    for i in 0..3 {
+        create(&ns, &format!("r{i}"), spec("nginx", 1)).await;
+    }
+    for delay_ms in [0, 20, 50, 100, 200] {
+        let mgr = ManagerHandle::start(&ns.client, &ns.name);
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        mgr.stop().await;
+    }
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    mgr.stop_after_cleanup(&ns).await;
+}

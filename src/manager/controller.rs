@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::runtime::controller::{self, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use tracing::{info, warn};
 
@@ -62,6 +62,9 @@ impl Config {
     }
 }
 
+/// How long a stop waits for passes in flight (each is a few requests).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// Reconciles in flight at once. Each holds one pooled HTTP/1.1 connection
 /// while it writes; a few keep creation fast without a burst of TLS
 /// handshakes and connections when a thousand Runners arrive together.
@@ -75,26 +78,41 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    if cfg.preflight {
-        let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
-        preflight::check(&client, cfg.namespace.as_deref(), lease_ns).await?;
-    }
-    let metrics = Metrics::default();
-    let ready = Arc::new(AtomicBool::new(false));
-    serve_http(&cfg, &metrics, &ready).await?;
+    // Listen for the shutdown signal first: a signal handler is installed
+    // when its future is first polled, and one that arrives during the
+    // preflight must still stop the manager.
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
         let _ = shutdown_tx.send(true);
     });
+    if cfg.preflight {
+        let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
+        let mut rx = shutdown_rx.clone();
+        tokio::select! {
+            checked = preflight::check(&client, cfg.namespace.as_deref(), lease_ns) => checked?,
+            _ = rx.wait_for(|v| *v) => return Ok(()),
+        }
+    }
+    let metrics = Metrics::default();
+    let ready = Arc::new(AtomicBool::new(false));
+    serve_http(&cfg, &metrics, &ready).await?;
     let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
     let Some(stop) = lead(&client, &cfg, &lease_cfg, shutdown_rx).await? else {
         return Ok(()); // shut down while waiting for the Lease
     };
     let lost_flag = Arc::new(AtomicBool::new(false));
+    // Raised when the run ends: reconciles still waiting for the caches
+    // give up then, or the Controller's graceful stop would wait on them
+    // for ever (a stop before the first sync drops the watches that would
+    // have synced them).
+    let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
     let stop = {
         let lost_flag = lost_flag.clone();
-        async move { lost_flag.store(stop.await == Stop::LostLease, Ordering::Relaxed) }
+        async move {
+            lost_flag.store(stop.await == Stop::LostLease, Ordering::Relaxed);
+            let _ = stopping_tx.send(true);
+        }
     };
 
     let ns = cfg.namespace.as_deref();
@@ -110,7 +128,8 @@ pub async fn run(
 
     info!(namespace = ns.unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
     let config = controller::Config::default().debounce(Duration::from_millis(200)).concurrency(CONCURRENCY);
-    Controller::for_stream(w.runner_events, w.runners)
+    let mut grace = stopping.clone();
+    let controller = Controller::for_stream(w.runner_events, w.runners)
         .with_config(config)
         .watches_stream(w.deployments, watches::runner_of_same_name)
         .watches_stream(w.services, watches::runner_of_same_name)
@@ -119,10 +138,14 @@ pub async fn run(
         .graceful_shutdown_on(stop)
         .run(
             move |runner, ctx: Arc<Context>| {
-                let mut synced = synced.clone();
+                let (mut synced, mut stopping) = (synced.clone(), stopping.clone());
                 async move {
-                    let _ = synced.wait_for(|v| *v).await;
-                    reconcile(runner, ctx).await
+                    let synced = async move { synced.wait_for(|v| *v).await.is_ok() };
+                    let stopping = async move { stopping.wait_for(|v| *v).await.is_ok() };
+                    tokio::select! {
+                        _ = synced => reconcile(runner, ctx).await,
+                        _ = stopping => Ok(Action::await_change()),
+                    }
                 }
             },
             error_policy,
@@ -135,8 +158,17 @@ pub async fn run(
                     other => warn!(error = %other, "controller event"),
                 }
             }
-        })
-        .await;
+        });
+    // The Controller's graceful stop waits for the Runner store's first
+    // list, which never comes once a stop drops the watch before it: give
+    // in-flight passes a grace period, then drop them.
+    tokio::select! {
+        _ = controller => {}
+        _ = async move {
+            let _ = grace.wait_for(|v| *v).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => warn!(grace = ?SHUTDOWN_GRACE, "graceful stop took too long; in-flight passes dropped"),
+    }
     ready.store(false, Ordering::Relaxed);
     if cfg.leader_elect {
         leader::release(client, &lease_cfg).await;

@@ -154,13 +154,18 @@ impl ManagerHandle {
         self.stop().await;
     }
 
-    /// Graceful stop; panics if the manager failed.
+    /// Graceful stop; panics if the manager failed, or did not stop
+    /// within 30 s (a hang is a failure, not a CI timeout).
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
         if let Some(join) = self.join.take() {
-            join.await.expect("manager task").expect("manager ran without error");
+            tokio::time::timeout(Duration::from_secs(30), join)
+                .await
+                .expect("the manager stopped within 30 s of the signal")
+                .expect("manager task")
+                .expect("manager ran without error");
         }
     }
 }
