@@ -35,7 +35,7 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
   # Label and NoSchedule taint of the real node: only Pods that ask land there.
   REAL_NODE_LABEL=kubectl-runner.test/real-node
   REAL_NODE_PAUSE_IMAGE=localhost/kubectl-runner/pause:3.10
-  REAL_NODE_WEB_IMAGE=localhost/kubectl-runner/busybox-httpd:1
+  REAL_NODE_WEB_IMAGE=localhost/kubectl-runner/busybox-httpd:2
 }
 
 # True when this process runs in network namespace $1.

@@ -10,6 +10,8 @@
 #   real-node.sh down     drain, stop kube-proxy, kubelet, containers and
 #                         containerd; unmount, remove cgroups and pod netns
 #   real-node.sh netns-delete   after the control plane has stopped
+#   real-node.sh load TAR       import an OCI image tarball (scripts/image.sh)
+#                               into the node's containerd, as `kind load` does
 #
 # Everything with an address lives in one network namespace, runner-<cluster>:
 # the control plane (up.sh re-runs itself inside it), containerd's CNI
@@ -137,23 +139,28 @@ packages() {
 # The pause binary is Kubernetes' own build/pause/linux/pause.c from the
 # k8s.io/kubernetes module build.sh already downloaded, linked statically.
 # The web image is Debian's static busybox, whose httpd serves
-# /var/www/index.html on the port in $PORT (default 8080) as user 65534.
+# /var/www/index.html on the port in $PORT (default 8080) as user 65534,
+# under a shell that exits on SIGTERM (PID 1 ignores signals it does not
+# handle, and every delete would wait out the grace period).
+# Tarballs are named by tag: change the recipe, change the tag in lib.sh.
+PAUSE_TAR="$IMAGES/pause-${REAL_NODE_PAUSE_IMAGE##*:}-$K8S_VERSION.tar"
+WEB_TAR="$IMAGES/busybox-httpd-${REAL_NODE_WEB_IMAGE##*:}.tar"
 build_images() {
   local work src
   mkdir -p "$IMAGES"
-  [ -s "$IMAGES/pause.tar" ] && [ -s "$IMAGES/web.tar" ] && return
+  [ -s "$PAUSE_TAR" ] && [ -s "$WEB_TAR" ] && return
   work=$(mktemp -d)
   # shellcheck disable=SC2064 # expand now: $work is local
   trap "rm -rf '$work'" RETURN
-  if [ ! -s "$IMAGES/pause.tar" ]; then
+  if [ ! -s "$PAUSE_TAR" ]; then
     src=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
       sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')/build/pause/linux/pause.c
     mkdir -p "$work/pause"
     gcc -Os -static -Wall -DVERSION="$K8S_VERSION" -o "$work/pause/pause" "$src"
     strip "$work/pause/pause"
-    bash "$here/../../scripts/oci-image.sh" "$work/pause" "$REAL_NODE_PAUSE_IMAGE" "$IMAGES/pause.tar" '["/pause"]'
+    bash "$here/../../scripts/oci-image.sh" "$work/pause" "$REAL_NODE_PAUSE_IMAGE" "$PAUSE_TAR" '["/pause"]'
   fi
-  if [ ! -s "$IMAGES/web.tar" ]; then
+  if [ ! -s "$WEB_TAR" ]; then
     local r="$work/web" a
     mkdir -p "$r"/{bin,etc,tmp,var/www}
     chmod 1777 "$r/tmp"
@@ -162,8 +169,8 @@ build_images() {
     printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' > "$r/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' > "$r/etc/group"
     echo 'hello from a real container' > "$r/var/www/index.html"
-    bash "$here/../../scripts/oci-image.sh" "$r" "$REAL_NODE_WEB_IMAGE" "$IMAGES/web.tar" '["/bin/sh","-c"]' \
-      '["exec httpd -f -v -p \"${PORT:-8080}\" -h /var/www"]' 65534:65534
+    bash "$here/../../scripts/oci-image.sh" "$r" "$REAL_NODE_WEB_IMAGE" "$WEB_TAR" '["/bin/sh","-c"]' \
+      '["trap \"exit 0\" TERM; httpd -f -v -p \"${PORT:-8080}\" -h /var/www & wait"]' 65534:65534
   fi
 }
 
@@ -217,7 +224,7 @@ EOF
   daemon containerd containerd --config "$NODE/containerd/config.toml"
   wait_for "containerd on $SOCK" containerd rctr version
   local t
-  for t in pause web; do rctr -n k8s.io images import "$IMAGES/$t.tar" > /dev/null; done
+  for t in "$PAUSE_TAR" "$WEB_TAR"; do rctr -n k8s.io images import "$t" > /dev/null; done
   rstep "images: $(rctr -n k8s.io images ls -q | grep '^localhost/' | tr '\n' ' ')"
 }
 
@@ -404,5 +411,11 @@ case "${1:-}" in
       rstep "netns $REAL_NODE_NETNS deleted"
     fi
     ;;
-  *) echo "usage: $0 netns|up|down|netns-delete" >&2; exit 2 ;;
+  load)
+    [ -f "${2:-}" ] || { echo "usage: $0 load IMAGE.tar" >&2; exit 2; }
+    alive containerd > /dev/null || { echo "error: the real node of cluster '$CLUSTER_NAME' is not running" >&2; exit 1; }
+    rctr -n k8s.io images import "$2" >&2
+    rstep "loaded $2"
+    ;;
+  *) echo "usage: $0 netns|up|down|netns-delete|load TAR" >&2; exit 2 ;;
 esac
