@@ -21,9 +21,11 @@
 # and leaves /sys/fs/cgroup empty for containerd and the kubelet.
 #
 # Only Pods that ask land on the node: it carries the label and NoSchedule
-# taint $REAL_NODE_LABEL=true. In a namespace annotated as real_node_ns_yaml
-# in tests/support shows, the apiserver adds both to every Pod
-# (PodNodeSelector and PodTolerationRestriction, on in this mode only).
+# taint $REAL_NODE_LABEL=true (lib.sh). In a namespace annotated with
+# scheduler.alpha.kubernetes.io/node-selector and .../defaultTolerations for
+# them, the apiserver adds both to every Pod (PodNodeSelector and
+# PodTolerationRestriction, enabled by up.sh in this mode only); the
+# manifests under test need no change. See tests/real_node.rs.
 #
 # Needs root (namespaces, mounts, cgroups). Debian packages it installs when
 # missing: containerd runc containernetworking-plugins busybox-static
