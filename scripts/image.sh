@@ -44,7 +44,7 @@ case $profile in
 esac
 
 t0=$SECONDS
-step "cargo build ${profile_args[*]} --target $target (static glibc)"
+step "cargo build --profile $profile --target $target (static glibc)"
 RUSTFLAGS='-C target-feature=+crt-static' cargo build "${profile_args[@]}" --locked --target "$target" --bin kubectl-runner
 bin="$tdir/$target/$outdir/kubectl-runner"
 step "built in $((SECONDS - t0)) s: $(stat -c %s "$bin") bytes"
