@@ -4,7 +4,9 @@
 # Runner answering HTTP). up.sh and down.sh call this when
 # RUNNER_CLUSTER_REAL_NODE=1; it is not meant to be run on its own.
 #
-#   real-node.sh netns    create the network namespace the cluster runs in
+#   real-node.sh prepare  outside the namespace (it has no route out):
+#                         packages, kubelet and kube-proxy (build.sh), the
+#                         images, and the network namespace the cluster runs in
 #   real-node.sh up       containerd + runc + CNI bridge, local images,
 #                         kubelet and kube-proxy; waits for the Node Ready
 #   real-node.sh down     drain, stop kube-proxy, kubelet, containers and
@@ -335,10 +337,10 @@ up() {
   [ -f "$STATE/ports.env" ] || { echo "error: no control plane in $STATE: run up.sh" >&2; exit 1; }
   # shellcheck source=/dev/null
   source "$STATE/ports.env"
-  BIN=$(RUNNER_CLUSTER_REAL_NODE=1 bash "$here/build.sh" | tail -n 1)
-  packages
-  make_netns
-  t=$SECONDS; build_images; rstep "images ready in $((SECONDS - t)) s"
+  local b
+  for b in "$BIN/kubelet" "$BIN/kube-proxy" "$PAUSE_TAR" "$WEB_TAR" /run/netns/"$REAL_NODE_NETNS"; do
+    [ -e "$b" ] || { echo "error: $b missing: run '$0 prepare' first (up.sh does)" >&2; exit 1; }
+  done
   t=$SECONDS; start_containerd; rstep "containerd ready in $((SECONDS - t)) s"
   t=$SECONDS; start_kubelet
   wait_for "node $REAL_NODE_NAME Ready" kubelet node_ready
@@ -400,9 +402,14 @@ down() {
 }
 
 case "${1:-}" in
-  netns)
+  prepare)
+    t0=$SECONDS
+    packages
+    RUNNER_CLUSTER_REAL_NODE=1 bash "$here/build.sh" > /dev/null
+    build_images
     make_netns
     mkdir -p "$NODE"
+    rstep "prepared in $((SECONDS - t0)) s"
     [ -f "$NODE/netns-before" ] || ip netns list | awk '{print $1}' > "$NODE/netns-before"
     ;;
   up) up ;;
@@ -419,5 +426,5 @@ case "${1:-}" in
     rctr -n k8s.io images import "$2" >&2
     rstep "loaded $2"
     ;;
-  *) echo "usage: $0 netns|up|down|netns-delete|load TAR" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|up|down|netns-delete|load TAR" >&2; exit 2 ;;
 esac

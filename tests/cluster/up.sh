@@ -30,7 +30,7 @@ if [ "$REAL_NODE" = 1 ] && ! in_netns "$REAL_NODE_NETNS"; then
     echo "error: cluster '$CLUSTER_NAME' runs without a real node; stop it first (tests/cluster/down.sh)" >&2
     exit 1
   fi
-  bash "$here/real-node.sh" netns
+  bash "$here/real-node.sh" prepare
   step "real node: running up.sh inside network namespace $REAL_NODE_NETNS"
   exec nsenter --net="/run/netns/$REAL_NODE_NETNS" -- env RUNNER_CLUSTER_REAL_NODE=1 bash "$0" "$@"
 fi
