@@ -6,6 +6,10 @@
 # Kubernetes cannot be `go install`ed: its go.mod replaces ~30 staging modules
 # with local paths at v0.0.0. A throwaway wrapper module replaces each of them
 # with its published v0.X.Y, which is what the release binaries are built from.
+#
+# RUNNER_CLUSTER_REAL_NODE=1 also builds kubelet and kube-proxy (for
+# tests/cluster/real-node.sh), from the same wrapper module, into the same
+# cache dir; without it they are neither built nor required.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/cluster/versions.env
@@ -26,10 +30,11 @@ trap 'rm -rf "$work"' EXIT
 
 build_kubernetes() {
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  [ "${RUNNER_CLUSTER_REAL_NODE:-0}" = 1 ] && cmds+=(kubelet kube-proxy)
   local missing=0 c
   for c in "${cmds[@]}"; do [ -x "$BIN/$c" ] || missing=1; done
   [ "$missing" = 0 ] && { step "kubernetes $K8S_VERSION: cached"; return; }
-  step "kubernetes $K8S_VERSION: building ${cmds[*]} (cold: 15-30 min on 2 cores)"
+  step "kubernetes $K8S_VERSION: building the missing ones of ${cmds[*]} (cold: 15-30 min on 2 cores; kubelet and kube-proxy add ~2 min to a warm cache)"
   local w="$work/k8s" up minor ldf kv
   mkdir -p "$w"
   up=$(gomod "k8s.io/kubernetes@$K8S_VERSION")
@@ -55,9 +60,11 @@ build_kubernetes() {
   for c in "${cmds[@]}"; do
     [ -x "$BIN/$c" ] && continue
     step "go build $c"
+    local t=$SECONDS
     (cd "$w" && go build -p "$JOBS" -trimpath -tags selinux,notest -ldflags "$ldf" \
       -o "$BIN/$c.tmp" "k8s.io/kubernetes/cmd/$c")
     mv "$BIN/$c.tmp" "$BIN/$c"
+    step "$c built in $((SECONDS - t)) s"
   done
   "$BIN/kube-apiserver" --version >&2
 }

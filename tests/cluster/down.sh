@@ -10,6 +10,7 @@ source "$here/lib.sh"
 
 if [ ! -d "$STATE" ]; then
   step "no cluster state in $STATE; nothing to stop"
+  bash "$here/real-node.sh" netns-delete
   exit 0
 fi
 exec 9> "$STATE/.lock"
@@ -32,9 +33,12 @@ stop() {
   until gone "$pid"; do sleep 0.1; done
 }
 
+# The real node first, while the apiserver can still drain it.
+[ -d "$REAL_NODE_STATE" ] && bash "$here/real-node.sh" down
 for (( i = ${#COMPONENTS[@]} - 1; i >= 0; i-- )); do
   stop "${COMPONENTS[i]}"
 done
+bash "$here/real-node.sh" netns-delete
 step "removing $STATE"
 rm -rf "$STATE"
 step "stopped"

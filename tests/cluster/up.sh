@@ -13,10 +13,27 @@
 # RUNNER_CLUSTER_AUDIT=1: an apiserver audit log of every write (Metadata
 # level, JSON lines) at $STATE/logs/audit.log, which the benchmark reads for
 # per-Runner latencies and writes by user agent.
+#
+# RUNNER_CLUSTER_REAL_NODE=1 (needs root): the whole cluster runs in its own
+# network namespace, with one real node (containerd, kubelet, kube-proxy)
+# next to the kwok ones; see real-node.sh. A cluster that has a real node
+# keeps it until down.sh, with or without the variable.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/cluster/lib.sh
 source "$here/lib.sh"
+
+REAL_NODE=${RUNNER_CLUSTER_REAL_NODE:-0}
+[ -d "$REAL_NODE_STATE" ] && REAL_NODE=1
+if [ "$REAL_NODE" = 1 ] && ! in_netns "$REAL_NODE_NETNS"; then
+  if cluster_running && [ ! -d "$REAL_NODE_STATE" ]; then
+    echo "error: cluster '$CLUSTER_NAME' runs without a real node; stop it first (tests/cluster/down.sh)" >&2
+    exit 1
+  fi
+  bash "$here/real-node.sh" prepare
+  step "real node: running up.sh inside network namespace $REAL_NODE_NETNS"
+  exec nsenter --net="/run/netns/$REAL_NODE_NETNS" -- env RUNNER_CLUSTER_REAL_NODE=1 bash "$0" "$@"
+fi
 
 NODES=${RUNNER_CLUSTER_NODES:-1}
 TIMEOUT=${RUNNER_CLUSTER_TIMEOUT:-90}
@@ -243,6 +260,18 @@ wait_until "etcd health" etcd etcd_healthy
 # Loopback only: the endpoint reconciler refuses a loopback advertise address
 # ("may not be in the loopback range"), and no Pod here could reach the
 # apiserver through the `kubernetes` Service anyway, so it is turned off.
+api_net=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+if [ "$REAL_NODE" = 1 ]; then
+  # Inside our own network namespace only: Pods on the real node reach the
+  # apiserver as in any cluster, through the `kubernetes` Service (10.96.0.1,
+  # already in the serving certificate) whose endpoint is the node address.
+  # The apiserver reaches the kubelet (logs, exec) by that address too. In
+  # namespaces annotated for it, Pods get the real node's selector and
+  # toleration at admission (see real-node.sh).
+  api_net=(--bind-address=0.0.0.0 --advertise-address="$REAL_NODE_IP"
+    --kubelet-preferred-address-types=InternalIP,Hostname
+    --enable-admission-plugins=PodNodeSelector,PodTolerationRestriction)
+fi
 audit_flags=()
 if [ "${RUNNER_CLUSTER_AUDIT:-0}" = 1 ]; then
   # Writes only: reads would multiply the log without telling who changed what.
@@ -261,8 +290,7 @@ EOF2
 fi
 start kube-apiserver "$BIN/kube-apiserver" "${audit_flags[@]}" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-  --bind-address=127.0.0.1 --secure-port="$API_PORT" \
-  --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+  "${api_net[@]}" --secure-port="$API_PORT" \
   --cert-dir="$STATE/pki/apiserver-serving" \
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
   --client-ca-file="$PKI/ca.crt" \
@@ -299,6 +327,11 @@ step "fake nodes: applying $NODES"
 fake_nodes | kubectl apply -f - > /dev/null
 wait_until "$NODES node(s) Ready and untainted" kwok nodes_ready
 wait_until "the default ServiceAccount in default" kube-controller-manager default_sa_exists
+
+if [ "$REAL_NODE" = 1 ]; then
+  bash "$here/real-node.sh" up
+  step "clients reach this cluster from its network namespace: nsenter --net=/run/netns/$REAL_NODE_NETNS kubectl ..."
+fi
 
 step "ready in $((SECONDS - started_at)) s ($("$BIN/kubectl" version --kubeconfig="$KUBECONFIG_PATH" -o json | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -n 1))"
 step "stop with: bash tests/cluster/down.sh"
