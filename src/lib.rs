@@ -18,6 +18,7 @@ pub mod client;
 pub mod diagnose;
 pub mod e2e;
 pub mod error;
+pub mod exit;
 pub mod manager;
 pub mod manifests;
 pub mod rbac;

@@ -25,14 +25,7 @@ pub mod runner_file;
 pub mod scale;
 pub mod uninstall;
 
-/// Exit codes, shared by every subcommand (documented in `--help`).
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const FAILURE: u8 = 1;
-    pub const USAGE: u8 = 2;
-    /// `diagnose` (and `e2e`'s oracle) found at least one error.
-    pub const FINDINGS: u8 = 3;
-}
+pub use crate::exit;
 
 const AFTER_HELP: &str = "\
 Exit codes:

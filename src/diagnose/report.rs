@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use super::finding::{Finding, ObjectRef, Severity};
 use super::snapshot::Scope;
-use crate::cli::exit;
+use crate::exit;
 
 /// Schema identifier of the JSON output.
 pub const API_VERSION: &str = "diagnose.kubectl-runner/v1";

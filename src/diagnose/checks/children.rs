@@ -8,8 +8,8 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
-use super::manager::View;
-use super::{controlled_by, controller, manager, ns_flag, runner_age, runner_ref};
+use super::manager_view::{self, View};
+use super::{controlled_by, controller, ns_flag, runner_age, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL, condition};
 
 /// One child slot: its kind, the resource the manager writes it through, and
@@ -82,7 +82,7 @@ fn missing_finding(s: &Snapshot, rs: &RunnerState, kind: &str, resource: &str) -
     let ns = rs.runner.namespace().unwrap_or_default();
     let name = rs.runner.name_any();
     let mut f = Finding::error(Code::ChildMissing, runner_ref(rs), format!("{kind} {ns}/{name} is missing"));
-    let v = manager::view(s);
+    let v = manager_view::view(s);
     let mut explained = false;
     if v.absent() {
         f = f.evidence(View::ABSENT_SHORT);

@@ -16,8 +16,8 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
-use super::manager::View;
-use super::{age, controlled_by, human, manager, ns_flag, runner_ref};
+use super::manager_view::{self, View};
+use super::{age, controlled_by, human, ns_flag, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL};
 
 /// What the finalizer promises, said wherever removing it comes up.
@@ -39,7 +39,7 @@ pub fn stuck_for(s: &Snapshot, rs: &RunnerState) -> Option<Duration> {
         return None;
     }
     let for_ = age(s.now, deleted.0);
-    let grace = if manager::view(s).none_running() { Duration::ZERO } else { s.thresholds.grace };
+    let grace = if manager_view::view(s).none_running() { Duration::ZERO } else { s.thresholds.grace };
     (for_ >= grace).then_some(for_)
 }
 
@@ -108,7 +108,7 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         };
         f = f.evidence(line);
     }
-    let v = manager::view(s);
+    let v = manager_view::view(s);
     if v.absent() {
         f = f.evidence(View::ABSENT_SHORT);
     }

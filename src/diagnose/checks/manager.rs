@@ -6,128 +6,16 @@
 //! A manager started with `kubectl runner run-manager` and no `--leader-elect`
 //! leaves no trace in the cluster; the messages say so rather than guess.
 
-use std::time::Duration;
-
 use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{RunnerState, Snapshot};
-use super::{age, human, workload};
+pub use super::manager_view::{View, view};
+use super::{human, workload};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 
-/// Lease durations are short; allow this much beyond one for clock skew and a
-/// slow renewal before calling the leader gone.
-const LEASE_SLACK: Duration = Duration::from_secs(5);
 /// Runners named as evidence of a needed manager before "and N more".
 const MAX_WAITING: usize = 5;
-/// Used when the Lease does not say.
-const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-
-/// What can be seen of the manager.
-#[derive(Debug, Clone, PartialEq)]
-pub struct View {
-    /// `None`: no in-cluster Deployment. `Some(ready)` otherwise.
-    pub deployment_ready: Option<bool>,
-    pub lease: Option<LeaseView>,
-    /// Namespaces the in-cluster manager is limited to (`--namespace`);
-    /// `None`: all namespaces, or unknown (no in-cluster Deployment).
-    pub watched: Option<Vec<String>>,
-    /// Manager Pods that exist, in any state (one may be starting).
-    pub pods: usize,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseView {
-    pub holder: String,
-    pub renewed_ago: Option<Duration>,
-    pub fresh: bool,
-}
-
-impl View {
-    /// No ready in-cluster manager and no recently renewed Lease.
-    pub fn absent(&self) -> bool {
-        self.deployment_ready != Some(true) && !self.lease.as_ref().is_some_and(|l| l.fresh)
-    }
-
-    /// Nothing can be reconciling: no ready in-cluster manager, no fresh
-    /// leader Lease (which a local `run-manager --leader-elect` renews), and
-    /// no manager Pod that might be about to start. Then waiting out a grace
-    /// period only delays the report: nothing will remove a finalizer.
-    pub fn none_running(&self) -> bool {
-        self.absent() && self.pods == 0
-    }
-
-    /// The evidence line per-Runner findings use; the manager-absent finding
-    /// carries the details once.
-    pub const ABSENT_SHORT: &str =
-        "manager absent: no ready in-cluster manager and no fresh leader Lease (see manager-absent)";
-
-    /// One line explaining [`View::absent`].
-    pub fn absent_evidence(&self) -> String {
-        let dep = match self.deployment_ready {
-            None => format!("no Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME}"),
-            Some(_) => format!("Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME} has no ready Pod"),
-        };
-        let lease = match &self.lease {
-            None => format!("no Lease {MANAGER_NAMESPACE}/{LEADER_LEASE}"),
-            Some(l) => match l.renewed_ago {
-                Some(a) => format!("Lease last renewed {} ago by {}", human(a), l.holder),
-                None => format!("Lease held by {} never renewed", l.holder),
-            },
-        };
-        format!(
-            "manager absent: {dep}, {lease} (a local `kubectl runner run-manager` without --leader-elect cannot be seen)"
-        )
-    }
-
-    /// True when the in-cluster manager is known not to watch `ns`.
-    pub fn ignores(&self, ns: &str) -> bool {
-        self.watched.as_ref().is_some_and(|w| !w.iter().any(|x| x == ns))
-    }
-}
-
-/// Derives the [`View`] from the snapshot.
-pub fn view(s: &Snapshot) -> View {
-    let deployment_ready = s.manager.deployment.as_ref().map(|d| {
-        let st = d.status.as_ref();
-        st.and_then(|st| st.ready_replicas).unwrap_or(0) >= 1
-    });
-    let lease = s.manager.lease.as_ref().and_then(|l| l.spec.as_ref()).and_then(|spec| {
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
-        let renewed_ago = spec.renew_time.as_ref().map(|t| age(s.now, t.0));
-        let duration = spec
-            .lease_duration_seconds
-            .map(|d| Duration::from_secs(d.max(0) as u64))
-            .unwrap_or(DEFAULT_LEASE_DURATION);
-        let fresh = renewed_ago.is_some_and(|a| a <= duration + LEASE_SLACK);
-        Some(LeaseView { holder, renewed_ago, fresh })
-    });
-    let watched = s.manager.deployment.as_ref().and_then(|d| {
-        let args = d.spec.template.spec.as_ref()?.containers.iter().flat_map(|c| {
-            c.args.iter().flatten().chain(c.command.iter().flatten()).cloned().collect::<Vec<_>>()
-        });
-        let ns = namespace_args(args);
-        (!ns.is_empty()).then_some(ns)
-    });
-    View { deployment_ready, lease, watched, pods: s.manager.pods.len() }
-}
-
-/// The values of `--namespace=X`, `--namespace X`, `-n X` in a command line.
-fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut out = vec![];
-    let mut next = false;
-    for a in args {
-        if next {
-            out.push(a.clone());
-            next = false;
-        } else if let Some(v) = a.strip_prefix("--namespace=") {
-            out.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from));
-        } else if a == "--namespace" || a == "-n" {
-            next = true;
-        }
-    }
-    out
-}
 
 /// Why this Runner needs a running manager now, if it does.
 pub fn waiting_for_manager(s: &Snapshot, rs: &RunnerState) -> Option<String> {
@@ -378,7 +266,7 @@ mod tests {
     #[test]
     fn namespace_flags_limit_the_watch() {
         let args = ["run-manager", "--namespace=a", "--namespace", "b", "-n", "c", "--leader-elect"];
-        assert_eq!(namespace_args(args.map(String::from)), ["a", "b", "c"]);
+        assert_eq!(super::super::manager_view::namespace_args(args.map(String::from)), ["a", "b", "c"]);
         let mut s = fixtures::healthy();
         let d = s.manager.deployment.as_mut().unwrap();
         d.spec.template.spec.as_mut().unwrap().containers[0].args = Some(vec!["--namespace=other".into()]);

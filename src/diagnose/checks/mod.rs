@@ -23,6 +23,7 @@ pub mod children;
 pub mod finalizer;
 pub mod install;
 pub mod manager;
+pub mod manager_view;
 pub mod permissions;
 pub mod status;
 pub mod workload;
