@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of the reconcile manager (issue 3): prints figures, asserts none.
+# Benchmark of the reconcile manager: prints figures, asserts none.
 #
 #   bash benches/manager-bench.sh
 #

@@ -5,7 +5,7 @@
     ratios.py --steady STEADY_TXT     # from the baseline's steady-rss.sh
 
 Prints one line per figure: ours, the baseline's, the ratio and the target
-it is held to (issue 9). Figures, not assertions: the exit code is 0.
+it is held to. Figures, not assertions: the exit code is 0.
 """
 import json
 import re

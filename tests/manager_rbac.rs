@@ -1,5 +1,5 @@
-//! The seeds' worst bug was "manager Ready, no children": its ServiceAccount
-//! could not list Deployments. Here the manager runs *as its ServiceAccount*
+//! The commonest operator failure is "manager Ready, no children": its
+//! ServiceAccount cannot list Deployments. Here the manager runs *as its ServiceAccount*
 //! (impersonated), with only the generated RBAC, and must still do its job.
 
 mod support;

@@ -1,6 +1,7 @@
 //! The `kubectl runner` command tree. Each subcommand lives in its own file:
 //! its clap `Args`, then `run(&Globals, args)` that validates, calls the API,
-//! and hands data to `output` for printing. Nothing here prints directly.
+//! and hands data to `output` for printing. The exceptions print as they
+//! go: `get -w`, `diagnose` and `e2e` reports, and `uninstall`'s notices.
 
 use clap::{Parser, Subcommand};
 

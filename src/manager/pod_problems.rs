@@ -5,7 +5,7 @@
 //! and no passes.
 //!
 //! ```text
-//! watch Pods (UID label) ─► PodProblems::apply (pure status::pod_problem) ─► changed? ─► ObjectRef<Runner>
+//! watch Pods (UID label) ─► PodProblems::apply (pure PodView::problem) ─► changed? ─► ObjectRef<Runner>
 //! ```
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,4 +1,4 @@
-//! Check 5, the children: each expected child (Deployment, Service, and an
+//! The children: each expected child (Deployment, Service, and an
 //! Ingress when `spec.host` is set) exists and is controlled by this Runner's
 //! UID. A missing child comes with its likely cause; a same-name object
 //! controlled by someone else is what the manager refuses to adopt.

@@ -1,4 +1,4 @@
-//! Check 4, stuck finalizers: a Runner deleted longer ago than the grace
+//! Stuck finalizers: a Runner deleted longer ago than the grace
 //! period that still carries our finalizer, or deleted at all while no
 //! manager runs anywhere (then nothing can ever remove the finalizer, so
 //! waiting out the grace period would only hide the cause). The finding says what holds it:

@@ -1,4 +1,4 @@
-//! Check 1, the installation: the cluster answers; the Runner CRD is there,
+//! The installation: the cluster answers; the Runner CRD is there,
 //! serves our version, and says what this binary generates (drift means the
 //! cluster was installed by another version of kubectl-runner).
 

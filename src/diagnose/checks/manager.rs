@@ -1,4 +1,4 @@
-//! Check 2, the manager: who holds the leader Lease and when it renewed; the
+//! The manager: who holds the leader Lease and when it renewed; the
 //! in-cluster Deployment's readiness, restarts and its Pods' waiting reasons;
 //! and "no manager at all", which is an error only when some Runner in scope
 //! is waiting for one.

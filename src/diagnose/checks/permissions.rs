@@ -1,4 +1,4 @@
-//! Check 3, permissions, answered the way `kubectl auth can-i
+//! Permissions, answered the way `kubectl auth can-i
 //! --as=system:serviceaccount:NS:SA` answers them: every denied (verb,
 //! resource, namespace) from [`crate::rbac::PERMISSIONS`] is one finding,
 //! `can't VERB RESOURCE in NS`, with the commands that grant exactly it.

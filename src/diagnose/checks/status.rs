@@ -1,4 +1,4 @@
-//! Check 7, the status: the manager has not caught up with the latest spec;
+//! The status: the manager has not caught up with the latest spec;
 //! the Runner is not Ready; the Runner churns (its resourceVersion moves while
 //! its spec and children stand still: a reconcile hot loop), and who writes.
 //! Also the Runner's recent Warning Events, as context.

@@ -1,4 +1,4 @@
-//! Check 6, the workload: the Runner's Deployment gave up progressing, or its
+//! The workload: the Runner's Deployment gave up progressing, or its
 //! Pods cannot pull, start or be scheduled. The Pod's own reason and message
 //! are the evidence; they usually name the fix (a typo in the image, a quota).
 
