@@ -50,37 +50,15 @@ pub enum DryRun {
     Server,
 }
 
-/// Parses a Go-style duration (`90s`, `2m`, `1m30s`, `500ms`, `1h`) or a bare
-/// number of seconds, the way `kubectl --timeout` accepts it.
+/// A duration flag, as kubectl and Go spell them: `90s`, `2m`, `1h30m`,
+/// `500ms`, `1.5s`; a bare number is seconds. Parsed by jiff, never negative.
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration; use e.g. 90s, 2m, 1m30s");
-    if let Ok(secs) = s.parse::<u64>() {
+    if let Ok(secs) = s.trim().parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            _ => return Err(bad()),
-        };
-        total += unit * u32::try_from(n).map_err(|_| bad())?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    let d: k8s_openapi::jiff::SignedDuration =
+        s.parse().map_err(|e| format!("{s:?} is not a duration; use e.g. 90s, 2m, 1h30m ({e})"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
 }
 
 /// A Runner's name becomes its Deployment's and Service's name, and a
@@ -103,11 +81,15 @@ mod tests {
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        for (s, secs) in [("30s", 30), ("5m", 300), ("1h30m", 5400), ("0", 0), ("2h 5m", 7500)] {
+            assert_eq!(parse_duration(s), Ok(Duration::from_secs(secs)), "{s}");
+        }
     }
 
     #[test]
     fn durations_without_a_known_unit_are_rejected() {
-        for bad in ["", "s", "5x", "1.5s", "m5", "-1s"] {
+        for bad in ["", "s", "5x", "m5", "-1s", "-5m", "soon"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -3,11 +3,12 @@
 //! confirmed finalizer removals happen between a first diagnose and the one
 //! that is reported, so the output shows the state after the fix.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use clap::ValueEnum;
 
+use super::args::parse_duration;
 use super::{Ctx, Globals, exit};
 use crate::diagnose::snapshot::{ServiceAccountRef, Thresholds};
 use crate::diagnose::{self, Request, fix};
@@ -98,16 +99,6 @@ pub enum Format {
     Json,
 }
 
-/// `30s`, `5m`, `1h30m`, `2h 5m`; `0` is allowed.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let d: k8s_openapi::jiff::SignedDuration =
-        s.parse().map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m ({e})"))?;
-    Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
-}
-
 /// `namespace/name`, both non-empty.
 pub fn parse_service_account(s: &str) -> std::result::Result<ServiceAccountRef, String> {
     s.parse()
@@ -196,21 +187,18 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     Ok(Outcome { report, refused })
 }
 
-/// `--yes`, or an interactive yes; without a terminal and without `--yes`,
-/// no (and says so).
+/// `--yes`, or an interactive yes ([`super::progress::ask`]); without a
+/// terminal and without `--yes`, no (and says so).
 fn confirmed(yes: bool, question: &str) -> Result<bool> {
-    if yes {
-        return Ok(true);
-    }
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        eprintln!("  not removing it: no terminal to ask on; pass --yes to confirm in scripts");
-        return Ok(false);
-    }
-    dialoguer::Confirm::new()
-        .with_prompt(question)
-        .default(false)
-        .interact()
-        .map_err(|e| Error::Other(format!("cannot ask for confirmation: {e}")))
+    use super::progress::{Answer, ask};
+    Ok(match ask(question, yes)? {
+        Answer::Yes => true,
+        Answer::No => false,
+        Answer::NoTerminal => {
+            eprintln!("  not removing it: no terminal to ask on; pass --yes to confirm in scripts");
+            false
+        }
+    })
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is success, not an error.
@@ -237,16 +225,6 @@ mod tests {
         match parse(args).unwrap().command {
             crate::cli::Command::Diagnose(a) => a,
             _ => unreachable!(),
-        }
-    }
-
-    #[test]
-    fn durations_read_like_kubectl_flags() {
-        for (s, secs) in [("30s", 30), ("5m", 300), ("1h30m", 5400), ("0", 0), ("2h 5m", 7500)] {
-            assert_eq!(parse_duration(s), Ok(Duration::from_secs(secs)), "{s}");
-        }
-        for bad in ["soon", "-5m", ""] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 

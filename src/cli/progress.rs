@@ -54,23 +54,41 @@ impl Drop for Progress {
     }
 }
 
-/// Asks "`question` [y/N]" on a terminal. `yes` skips the question; no
-/// terminal and no `yes` is a refusal naming the flag to pass.
-pub fn confirm(question: &str, yes: bool) -> Result<()> {
+/// What a yes/no question got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Yes,
+    No,
+    /// No terminal to ask on, and no `--yes`.
+    NoTerminal,
+}
+
+/// The one yes/no prompt: `yes` answers it; without a terminal it is not
+/// asked; otherwise "`question` [y/N]" on stderr.
+pub fn ask(question: &str, yes: bool) -> Result<Answer> {
     if yes {
-        return Ok(());
+        return Ok(Answer::Yes);
     }
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return Err(Error::Other(format!(
-            "refusing to proceed without confirmation ({question}): stdin is not a terminal; pass --yes"
-        )));
+        return Ok(Answer::NoTerminal);
     }
     let answer = dialoguer::Confirm::with_theme(&dialoguer::theme::SimpleTheme)
         .with_prompt(question)
         .default(false)
         .interact()
         .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
-    if answer { Ok(()) } else { Err(Error::Other("aborted: not confirmed".into())) }
+    Ok(if answer { Answer::Yes } else { Answer::No })
+}
+
+/// [`ask`], where anything but yes is an error naming the flag to pass.
+pub fn confirm(question: &str, yes: bool) -> Result<()> {
+    match ask(question, yes)? {
+        Answer::Yes => Ok(()),
+        Answer::No => Err(Error::Other("aborted: not confirmed".into())),
+        Answer::NoTerminal => Err(Error::Other(format!(
+            "refusing to proceed without confirmation ({question}): stdin is not a terminal; pass --yes"
+        ))),
+    }
 }
 
 #[cfg(test)]
