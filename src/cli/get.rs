@@ -77,10 +77,7 @@ pub async fn get_opt(ctx: &Ctx, ns: &str, name: &str) -> Result<Option<Runner>> 
 }
 
 pub(crate) fn runners_api(ctx: &Ctx, ns: Option<&str>) -> Api<Runner> {
-    match ns {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
+    crate::client::scoped(&ctx.client, ns)
 }
 
 /// A 404 without a Status body ("404 page not found") or with the generic

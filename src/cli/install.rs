@@ -2,9 +2,8 @@
 //! (CRD, RBAC, and with `--with-manager` the in-cluster manager), then wait
 //! for the CRD to be Established. Its inverse is in `uninstall`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 
@@ -12,7 +11,7 @@ use super::args::{DryRun, parse_duration};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
-use crate::api::{CRD_NAME, FIELD_MANAGER};
+use crate::api::FIELD_MANAGER;
 use crate::error::{Error, Result, is_not_found};
 use crate::manifests::{self, Manifest, RbacScope};
 
@@ -124,25 +123,7 @@ pub(super) fn kind_static(kind: &str) -> &'static str {
 }
 
 async fn wait_established(ctx: &Ctx, timeout: Duration) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let start = Instant::now();
-    loop {
-        let crd = crds
-            .get(CRD_NAME)
-            .await
-            .map_err(|e| Error::api("get", "CustomResourceDefinition", "", CRD_NAME, e))?;
-        let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        if conds.iter().any(|c| c.type_ == "Established" && c.status == "True") {
-            return Ok(());
-        }
-        if start.elapsed() >= timeout {
-            return Err(Error::Other(format!(
-                "the CRD {CRD_NAME} is not Established after {}s",
-                timeout.as_secs()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    crate::client::wait_crd_established(&ctx.client, timeout).await
 }
 
 pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {

@@ -165,11 +165,7 @@ async fn ensure_crd(client: &Client) -> Result<bool> {
     crds.patch(CRD_NAME, &PatchParams::apply(crate::api::FIELD_MANAGER), &Patch::Apply(&crd))
         .await
         .map_err(|e| Error::api("apply", "CRD", "", CRD_NAME, e))?;
-    let cond = kube::runtime::conditions::is_crd_established();
-    tokio::time::timeout(Duration::from_secs(30), kube::runtime::wait::await_condition(crds, CRD_NAME, cond))
-        .await
-        .map_err(|_| Error::Other("the CRD did not become Established in 30 s".into()))?
-        .map_err(|e| Error::Other(e.to_string()))?;
+    crate::client::wait_crd_established(client, Duration::from_secs(30)).await?;
     Ok(true)
 }
 

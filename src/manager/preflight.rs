@@ -36,10 +36,7 @@ impl std::fmt::Display for Missing {
 
 /// Runs both checks; the error lists every missing verb and the fix.
 pub async fn check(client: &kube::Client, watch_ns: Option<&str>, lease_ns: Option<&str>) -> Result<()> {
-    let runners: Api<Runner> = match watch_ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let runners: Api<Runner> = crate::client::scoped(client, watch_ns);
     match runners.list_metadata(&ListParams::default().limit(1)).await {
         Err(e) if crate::error::is_not_found(&e) => return Err(Error::CrdMissing),
         // 403 is reported below with the other permissions.
