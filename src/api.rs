@@ -214,6 +214,14 @@ pub fn remove_finalizer_patch(runner: &Runner) -> Option<json_patch::Patch> {
     ]))
 }
 
+/// True when the status describes the current spec and says Available.
+pub fn is_ready(r: &Runner) -> bool {
+    let Some(st) = &r.status else { return false };
+    let current = st.observed_generation >= r.metadata.generation && r.metadata.generation.is_some();
+    let ready = st.conditions.iter().any(|c| c.type_ == condition::READY && c.status == "True");
+    current && ready && st.phase == Phase::Available && st.ready_replicas >= r.spec.replicas
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

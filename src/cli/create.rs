@@ -15,7 +15,7 @@ use super::args::{DryRun, ObjectFormat, parse_duration, validate_name};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
-use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Phase, Runner, RunnerSpec, condition};
+use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Runner, RunnerSpec};
 use crate::error::{Error, Result};
 
 pub use super::runner_file::from_manifests;
@@ -91,13 +91,7 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
     })
 }
 
-/// True when the status describes the current spec and says Available.
-pub fn is_ready(r: &Runner) -> bool {
-    let Some(st) = &r.status else { return false };
-    let current = st.observed_generation >= r.metadata.generation && r.metadata.generation.is_some();
-    let ready = st.conditions.iter().any(|c| c.type_ == condition::READY && c.status == "True");
-    current && ready && st.phase == Phase::Available && st.ready_replicas >= r.spec.replicas
-}
+pub use crate::api::is_ready;
 
 /// A short progress line from a Runner's status.
 pub fn progress_line(r: &Runner) -> String {
@@ -217,6 +211,7 @@ fn render(r: &Runner, format: Option<ObjectFormat>, verb: &str, suffix: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Phase;
 
     fn spec(replicas: i32) -> RunnerSpec {
         RunnerSpec { image: "nginx".into(), replicas, port: 80, host: None }

@@ -13,7 +13,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::Options;
-use crate::api::{Phase, Runner, RunnerSpec, condition};
+use crate::api::{Runner, RunnerSpec, condition};
 use crate::children::{Ownership, ownership};
 use crate::error::{Error, Result};
 
@@ -87,10 +87,7 @@ async fn wait_available(c: &Ctx, name: &str, replicas: i32) -> Runner {
         async move {
             let r = api.get(name).await.ok()?;
             let s = r.status.as_ref()?;
-            (s.observed_generation == r.metadata.generation
-                && s.phase == Phase::Available
-                && s.ready_replicas == replicas)
-                .then_some(r)
+            (crate::api::is_ready(&r) && s.ready_replicas == replicas).then_some(r)
         }
     })
     .await
