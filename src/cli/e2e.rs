@@ -1,6 +1,5 @@
 //! `kubectl runner e2e`: the whole lifecycle on the current cluster.
 
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use super::Globals;
@@ -79,21 +78,10 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         timeout: Duration::from_secs(a.step_timeout),
         artifacts: a.artifacts,
     };
-    let tty = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let spinner = tty.then(|| {
-        let pb = indicatif::ProgressBar::new_spinner();
-        pb.enable_steady_tick(Duration::from_millis(120));
-        pb.set_message("running the lifecycle");
-        pb
-    });
-    let progress = |s: &e2e::StepResult| match &spinner {
-        Some(pb) => pb.println(e2e::report::step_line(s)),
-        None => eprintln!("{}", e2e::report::step_line(s)),
-    };
+    let spinner = super::progress::Progress::spinner("running the lifecycle");
+    let progress = |s: &e2e::StepResult| spinner.println(e2e::report::step_line(s));
     let report = e2e::run(ctx.client, opts, &progress).await?;
-    if let Some(pb) = &spinner {
-        pb.finish_and_clear();
-    }
+    drop(spinner);
     match a.output {
         E2eOutput::Json => println!("{}", report.to_json()),
         E2eOutput::Table => println!("{}", report.summary()),

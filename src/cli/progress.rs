@@ -46,6 +46,16 @@ impl Progress {
     }
 }
 
+impl Progress {
+    /// Prints a line above the spinner (or on stderr without one).
+    pub fn println(&self, line: impl AsRef<str>) {
+        match &self.0 {
+            Some(pb) => pb.println(line),
+            None => eprintln!("{}", line.as_ref()),
+        }
+    }
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         if let Some(pb) = &self.0 {
