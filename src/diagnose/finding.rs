@@ -30,16 +30,16 @@ impl Severity {
 }
 
 /// Stable identifier of a rule; the JSON `code` field and the table's CHECK
-/// column. Grouped by the check numbers.
+/// column. Grouped by the check that reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Code {
-    // 1. installation
+    // installation
     ClusterUnreachable,
     CrdMissing,
     CrdVersionNotServed,
     CrdSchemaDrift,
-    // 2. manager
+    // manager
     ManagerLeader,
     ManagerLeaseStale,
     ManagerNotReady,
@@ -47,23 +47,23 @@ pub enum Code {
     ManagerRestarts,
     ManagerAbsent,
     ManagerNotVisible,
-    // 3. permissions
+    // permissions
     ServiceAccountMissing,
     PermissionDenied,
     OverbroadGrant,
-    // 4. stuck finalizers
+    // stuck finalizers
     FinalizerStuck,
-    // 5. children
+    // children
     ChildMissing,
     ChildForeign,
     ChildStaleOwner,
     IngressWithoutHost,
     IngressHostMismatch,
-    // 6. workload
+    // workload
     ProgressDeadlineExceeded,
     PodWaiting,
     PodUnschedulable,
-    // 7. status
+    // status
     GenerationBehind,
     RunnerNotReady,
     StatusChurn,
@@ -185,12 +185,79 @@ impl Finding {
 mod tests {
     use super::*;
 
+    /// Every code, for the spelling test below.
+    const ALL: &[Code] = &[
+        Code::ClusterUnreachable,
+        Code::CrdMissing,
+        Code::CrdVersionNotServed,
+        Code::CrdSchemaDrift,
+        Code::ManagerLeader,
+        Code::ManagerLeaseStale,
+        Code::ManagerNotReady,
+        Code::ManagerPodWaiting,
+        Code::ManagerRestarts,
+        Code::ManagerAbsent,
+        Code::ManagerNotVisible,
+        Code::ServiceAccountMissing,
+        Code::PermissionDenied,
+        Code::OverbroadGrant,
+        Code::FinalizerStuck,
+        Code::ChildMissing,
+        Code::ChildForeign,
+        Code::ChildStaleOwner,
+        Code::IngressWithoutHost,
+        Code::IngressHostMismatch,
+        Code::ProgressDeadlineExceeded,
+        Code::PodWaiting,
+        Code::PodUnschedulable,
+        Code::GenerationBehind,
+        Code::RunnerNotReady,
+        Code::StatusChurn,
+        Code::WarningEvent,
+        Code::GatherIncomplete,
+    ];
+
     #[test]
-    fn code_strings_match_their_json_spelling() {
-        for code in
-            [Code::CrdSchemaDrift, Code::PermissionDenied, Code::FinalizerStuck, Code::GatherIncomplete]
-        {
+    fn every_code_is_spelled_as_its_json_and_spellings_are_unique() {
+        // No wildcard: a new variant does not compile until it is named
+        // here, which is the reminder to add it to ALL as well.
+        fn listed(c: Code) -> bool {
+            match c {
+                Code::ClusterUnreachable
+                | Code::CrdMissing
+                | Code::CrdVersionNotServed
+                | Code::CrdSchemaDrift
+                | Code::ManagerLeader
+                | Code::ManagerLeaseStale
+                | Code::ManagerNotReady
+                | Code::ManagerPodWaiting
+                | Code::ManagerRestarts
+                | Code::ManagerAbsent
+                | Code::ManagerNotVisible
+                | Code::ServiceAccountMissing
+                | Code::PermissionDenied
+                | Code::OverbroadGrant
+                | Code::FinalizerStuck
+                | Code::ChildMissing
+                | Code::ChildForeign
+                | Code::ChildStaleOwner
+                | Code::IngressWithoutHost
+                | Code::IngressHostMismatch
+                | Code::ProgressDeadlineExceeded
+                | Code::PodWaiting
+                | Code::PodUnschedulable
+                | Code::GenerationBehind
+                | Code::RunnerNotReady
+                | Code::StatusChurn
+                | Code::WarningEvent
+                | Code::GatherIncomplete => ALL.contains(&c),
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for &code in ALL {
+            assert!(listed(code));
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+            assert!(seen.insert(code.as_str()), "{} spelled twice", code.as_str());
         }
     }
 
