@@ -17,22 +17,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubectl_runner::api::{CRD_NAME, FINALIZER, Runner, RunnerSpec};
 use kubectl_runner::cli::{Ctx, create, delete, get, uninstall};
-use support::{TestNs, ensure_crd, wait_for};
-
-/// Runs the binary with the test's KUBECONFIG, off the async runtime so the
-/// in-process manager keeps reconciling meanwhile.
-async fn cli(args: &[&str]) -> Output {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-runner"))
-            .args(&args)
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run kubectl-runner")
-    })
-    .await
-    .unwrap()
-}
+use support::{TestNs, cli, ensure_crd, wait_for};
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

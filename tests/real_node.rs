@@ -27,7 +27,7 @@ use kube::{Client, ResourceExt};
 use kubectl_runner::api::{Runner, RunnerSpec};
 use kubectl_runner::cli::create;
 use kubectl_runner::manifests::{MANAGER_NAME, MANAGER_NAMESPACE, MANAGER_ROLE};
-use support::{TestNs, client, wait_for};
+use support::{TestNs, cli, client, wait_for};
 
 /// Label and NoSchedule taint key of the real node (tests/cluster/lib.sh).
 const REAL_NODE_LABEL: &str = "kubectl-runner.test/real-node";
@@ -78,20 +78,6 @@ async fn real_node(client: &Client) -> String {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     assert!(ready, "the real node {} is not Ready", node.name_any());
     node.name_any()
-}
-
-/// Runs the binary under test with this process's KUBECONFIG.
-async fn cli(args: &[&str]) -> std::process::Output {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-runner"))
-            .args(&args)
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run kubectl-runner")
-    })
-    .await
-    .unwrap()
 }
 
 /// `GET http://ip:port/` over a plain TCP connection; the status code.

@@ -177,3 +177,18 @@ impl Drop for ManagerHandle {
         }
     }
 }
+
+/// Runs the binary under test with this process's KUBECONFIG, off the async
+/// runtime so an in-process manager keeps reconciling meanwhile.
+pub async fn cli(args: &[&str]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-runner"))
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run kubectl-runner")
+    })
+    .await
+    .unwrap()
+}
