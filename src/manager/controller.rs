@@ -17,7 +17,9 @@ use tracing::{info, warn};
 use super::context::{Context, Stores};
 use super::leader::{self, LeaseConfig};
 use super::metrics::Metrics;
+use super::metrics_auth::MetricsAuth;
 use super::reconcile::{error_policy, reconcile};
+use super::server::{Phase, Readiness};
 use super::{preflight, server, watches};
 use crate::error::{Error, Result};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
@@ -36,6 +38,9 @@ pub struct Config {
     pub identity: String,
     /// Check the CRD and the permissions before starting.
     pub preflight: bool,
+    /// Serve `/metrics` only to callers the apiserver authenticates and
+    /// authorises (`get` on `/metrics`).
+    pub metrics_auth: bool,
 }
 
 impl Config {
@@ -53,6 +58,7 @@ impl Config {
             lease_namespace: std::env::var("POD_NAMESPACE").unwrap_or_else(|_| MANAGER_NAMESPACE.into()),
             identity,
             preflight: true,
+            metrics_auth: false,
         }
     }
 
@@ -90,15 +96,15 @@ pub async fn run(
         let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
         let mut rx = shutdown_rx.clone();
         tokio::select! {
-            checked = preflight::check(&client, cfg.namespace.as_deref(), lease_ns) => checked?,
+            checked = preflight::check(&client, cfg.namespace.as_deref(), lease_ns, cfg.metrics_auth) => checked?,
             _ = rx.wait_for(|v| *v) => return Ok(()),
         }
     }
     let metrics = Metrics::default();
-    let ready = Arc::new(AtomicBool::new(false));
-    serve_http(&cfg, &metrics, &ready).await?;
+    let readiness = Readiness::default();
+    serve_http(&client, &cfg, &metrics, &readiness).await?;
     let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
-    let Some(stop) = lead(&client, &cfg, &lease_cfg, shutdown_rx).await? else {
+    let Some(stop) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown_rx).await else {
         return Ok(()); // shut down while waiting for the Lease
     };
     let lost_flag = Arc::new(AtomicBool::new(false));
@@ -124,7 +130,8 @@ pub async fn run(
         Recorder::new(client.clone(), reporter),
         metrics,
     ));
-    let synced = announce_sync(w.stores.clone(), ready.clone());
+    readiness.set(Phase::Syncing);
+    let synced = announce_sync(w.stores.clone(), readiness.clone());
 
     info!(namespace = ns.unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
     let config = controller::Config::default().debounce(Duration::from_millis(200)).concurrency(CONCURRENCY);
@@ -161,15 +168,20 @@ pub async fn run(
         });
     // The Controller's graceful stop waits for the Runner store's first
     // list, which never comes once a stop drops the watch before it: give
-    // in-flight passes a grace period, then drop them.
+    // in-flight passes a grace period, then drop them. With the Lease lost
+    // there is no grace: a standby may take over when the renew deadline
+    // has passed, and from then on every write of ours would race it.
+    let lost = lost_flag.clone();
     tokio::select! {
         _ = controller => {}
         _ = async move {
             let _ = grace.wait_for(|v| *v).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => warn!(grace = ?SHUTDOWN_GRACE, "graceful stop took too long; in-flight passes dropped"),
+            if !lost.load(Ordering::Relaxed) {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            }
+        } => warn!("stopped with passes in flight; they were dropped"),
     }
-    ready.store(false, Ordering::Relaxed);
+    readiness.set(Phase::Starting);
     if cfg.leader_elect {
         leader::release(client, &lease_cfg).await;
     }
@@ -180,14 +192,15 @@ pub async fn run(
     Ok(())
 }
 
-/// `/metrics`, and `/healthz` + `/readyz` (ready once the caches synced).
-async fn serve_http(cfg: &Config, metrics: &Metrics, ready: &Arc<AtomicBool>) -> Result<()> {
+/// `/metrics`, and `/healthz` + `/readyz` ([`Phase::readyz`]).
+async fn serve_http(client: &Client, cfg: &Config, metrics: &Metrics, readiness: &Readiness) -> Result<()> {
     if let Some(addr) = cfg.metrics_addr {
-        let bound = server::serve(addr, server::metrics_routes(metrics.clone())).await?;
-        info!(%bound, "serving /metrics");
+        let auth = cfg.metrics_auth.then(|| MetricsAuth::new(client.clone()));
+        let bound = server::serve(addr, server::metrics_routes(metrics.clone(), auth)).await?;
+        info!(%bound, auth = cfg.metrics_auth, "serving /metrics");
     }
     if let Some(addr) = cfg.health_addr {
-        let bound = server::serve(addr, server::health_routes(ready.clone())).await?;
+        let bound = server::serve(addr, server::health_routes(readiness.clone())).await?;
         info!(%bound, "serving /healthz and /readyz");
     }
     Ok(())
@@ -200,25 +213,28 @@ enum Stop {
     LostLease,
 }
 
-/// With leader election, waits for the Lease (None when shut down first).
-/// Returns what ends the run: the shutdown signal, or the Lease lost.
+/// With leader election, stands by (Ready) until the Lease is ours; None
+/// when shut down first. Returns what ends the run: the shutdown signal, or
+/// the Lease lost.
 async fn lead(
     client: &Client,
     cfg: &Config,
     lease_cfg: &LeaseConfig,
+    readiness: &Readiness,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<Option<impl Future<Output = Stop> + Send + 'static>> {
+) -> Option<impl Future<Output = Stop> + Send + 'static> {
     let wait_shutdown = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|v| *v).await;
     };
     let mut leading = None;
     if cfg.leader_elect {
+        readiness.set(Phase::Standby);
         tokio::select! {
-            rx = leader::acquire(client.clone(), lease_cfg.clone()) => leading = Some(rx?),
-            _ = wait_shutdown(shutdown.clone()) => return Ok(None),
+            rx = leader::acquire(client.clone(), lease_cfg.clone()) => leading = Some(rx),
+            _ = wait_shutdown(shutdown.clone()) => return None,
         }
     }
-    Ok(Some(async move {
+    Some(async move {
         let lost = async move {
             match leading {
                 Some(mut rx) => {
@@ -231,7 +247,7 @@ async fn lead(
             _ = wait_shutdown(shutdown) => Stop::Shutdown,
             _ = lost => Stop::LostLease,
         }
-    }))
+    })
 }
 
 /// Ready once every store has its first list; reconciles wait for it too.
@@ -239,13 +255,13 @@ async fn lead(
 /// last future that polled it, so concurrent waiters on it (a reconcile per
 /// worker) could sleep forever when Runners exist at startup, and a
 /// shutdown would then wait on them. The watch channel wakes them all.
-fn announce_sync(stores: Stores, ready: Arc<AtomicBool>) -> tokio::sync::watch::Receiver<bool> {
+fn announce_sync(stores: Stores, readiness: Readiness) -> tokio::sync::watch::Receiver<bool> {
     let (synced_tx, synced) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         let _ = stores.deployments.wait_until_ready().await;
         let _ = stores.services.wait_until_ready().await;
         let _ = stores.ingresses.wait_until_ready().await;
-        ready.store(true, Ordering::Relaxed);
+        readiness.set(Phase::Reconciling);
         let _ = synced_tx.send(true);
         info!("caches synced; reconciling");
     });
