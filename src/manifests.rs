@@ -9,7 +9,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::api::Runner;
-use crate::rbac::{Scope, policy_rules};
+use crate::rbac::{Scope, metrics_reader_rules, policy_rules};
 
 /// Label on everything `install` creates; `uninstall` removes only objects
 /// that carry it, so it never deletes a CRD someone else installed.
@@ -23,6 +23,12 @@ pub const MANAGER_NAME: &str = "runner-controller-manager";
 pub const MANAGER_ROLE: &str = "runner-manager";
 /// Role for the leader-election Lease, in [`MANAGER_NAMESPACE`].
 pub const LEADER_ROLE: &str = "runner-leader-election";
+/// ClusterRole holding the cluster-scoped reviews behind `/metrics`' access
+/// check ([`crate::rbac::Scope::Cluster`]).
+pub const METRICS_AUTH_ROLE: &str = "runner-metrics-auth";
+/// ClusterRole that may read the manager's `/metrics`; bound to no one by
+/// install: bind it to the scraper's ServiceAccount.
+pub const METRICS_READER_ROLE: &str = "runner-metrics-reader";
 /// Name of the leader-election Lease.
 pub const LEADER_LEASE: &str = "runner-controller-manager-leader";
 /// Ports the manager serves on in the cluster.
@@ -114,24 +120,8 @@ pub fn rbac(scope: &RbacScope) -> Vec<Manifest> {
     let watched = serde_json::to_value(policy_rules(Scope::Watched)).expect("rules serialize");
     match scope {
         RbacScope::Cluster => {
-            out.push(Manifest::new(
-                "rbac.authorization.k8s.io/v1",
-                "ClusterRole",
-                "clusterroles",
-                false,
-                json!({ "metadata": { "name": MANAGER_ROLE }, "rules": watched }),
-            ));
-            out.push(Manifest::new(
-                "rbac.authorization.k8s.io/v1",
-                "ClusterRoleBinding",
-                "clusterrolebindings",
-                false,
-                json!({
-                    "metadata": { "name": MANAGER_ROLE },
-                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MANAGER_ROLE },
-                    "subjects": sa_subject,
-                }),
-            ));
+            out.push(cluster_role(MANAGER_ROLE, &watched));
+            out.push(cluster_role_binding(MANAGER_ROLE, &sa_subject));
         }
         RbacScope::Namespaces(namespaces) => {
             for ns in namespaces {
@@ -143,7 +133,40 @@ pub fn rbac(scope: &RbacScope) -> Vec<Manifest> {
     let leader = serde_json::to_value(policy_rules(Scope::ManagerNamespace)).expect("rules serialize");
     out.push(role(MANAGER_NAMESPACE, LEADER_ROLE, &leader));
     out.push(role_binding(MANAGER_NAMESPACE, LEADER_ROLE, &sa_subject));
+    // A namespace-scoped install creates nothing cluster-wide (its user may
+    // not be allowed to); its manager serves /metrics on loopback instead.
+    if *scope == RbacScope::Cluster {
+        let reviews = serde_json::to_value(policy_rules(Scope::Cluster)).expect("rules serialize");
+        out.push(cluster_role(METRICS_AUTH_ROLE, &reviews));
+        out.push(cluster_role_binding(METRICS_AUTH_ROLE, &sa_subject));
+        let reader = serde_json::to_value(metrics_reader_rules()).expect("rules serialize");
+        out.push(cluster_role(METRICS_READER_ROLE, &reader));
+    }
     out
+}
+
+fn cluster_role(name: &str, rules: &Value) -> Manifest {
+    Manifest::new(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        json!({ "metadata": { "name": name }, "rules": rules }),
+    )
+}
+
+fn cluster_role_binding(role: &str, subjects: &Value) -> Manifest {
+    Manifest::new(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        json!({
+            "metadata": { "name": role },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": subjects,
+        }),
+    )
 }
 
 fn role(ns: &str, name: &str, rules: &Value) -> Manifest {
@@ -176,10 +199,18 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
     let mut args = vec![
         "run-manager".to_string(),
         "--leader-elect".into(),
-        format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
         format!("--health-addr=0.0.0.0:{HEALTH_PORT}"),
         "--log-format=json".into(),
     ];
+    // /metrics for scrapers the apiserver vouches for; without the
+    // cluster-wide reviews that needs, on loopback (`kubectl port-forward`).
+    match scope {
+        RbacScope::Cluster => {
+            args.push(format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"));
+            args.push("--metrics-auth".into());
+        }
+        RbacScope::Namespaces(_) => args.push(format!("--metrics-addr=127.0.0.1:{METRICS_PORT}")),
+    }
     // The manager watches one namespace or all; a namespace-scoped install
     // with several namespaces gets Roles in each, and the manager the first.
     if let RbacScope::Namespaces(namespaces) = scope
@@ -293,13 +324,39 @@ mod tests {
     #[test]
     fn the_cluster_role_lists_every_watched_permission() {
         let ms = rbac(&RbacScope::Cluster);
-        let cr = ms.iter().find(|m| m.resource.kind == "ClusterRole").unwrap();
+        let cr = ms.iter().find(|m| m.describe() == format!("ClusterRole/{MANAGER_ROLE}")).unwrap();
         let rules = cr.object.data["rules"].as_array().unwrap();
         assert_eq!(rules.len(), crate::rbac::permissions(Scope::Watched).count());
         assert!(
             rules
                 .iter()
                 .any(|r| r["resources"][0] == "deployments" && r["verbs"].to_string().contains("list"))
+        );
+    }
+
+    #[test]
+    fn cluster_wide_metrics_are_served_with_auth_and_namespaced_ones_on_loopback() {
+        let kinds: Vec<String> = rbac(&RbacScope::Cluster).iter().map(|m| m.describe()).collect();
+        for k in [
+            format!("ClusterRole/{METRICS_AUTH_ROLE}"),
+            format!("ClusterRoleBinding/{METRICS_AUTH_ROLE}"),
+            format!("ClusterRole/{METRICS_READER_ROLE}"),
+        ] {
+            assert!(kinds.contains(&k), "{k} in {kinds:?}");
+        }
+        let args = |scope| {
+            manager("img", &scope)[0].object.data["spec"]["template"]["spec"]["containers"][0]["args"]
+                .to_string()
+        };
+        let cluster = args(RbacScope::Cluster);
+        assert!(
+            cluster.contains("--metrics-addr=0.0.0.0:") && cluster.contains("--metrics-auth"),
+            "{cluster}"
+        );
+        let namespaced = args(RbacScope::Namespaces(vec!["a".into()]));
+        assert!(
+            namespaced.contains("--metrics-addr=127.0.0.1:") && !namespaced.contains("--metrics-auth"),
+            "{namespaced}"
         );
     }
 

@@ -14,6 +14,9 @@ pub enum Scope {
     Watched,
     /// Only in the manager's own namespace (leader-election Lease).
     ManagerNamespace,
+    /// Cluster-scoped resources (the reviews behind `/metrics`' access
+    /// check), granted by their own ClusterRole in every install.
+    Cluster,
 }
 
 /// One rule: these verbs on this resource, and why the manager needs them.
@@ -118,7 +121,36 @@ pub const PERMISSIONS: &[Permission] = &[
         scope: Scope::ManagerNamespace,
         why: "leader election, so two managers never reconcile at once",
     },
+    Permission {
+        group: "authentication.k8s.io",
+        resource: "tokenreviews",
+        verbs: &["create"],
+        scope: Scope::Cluster,
+        why: "authenticate whoever scrapes /metrics (--metrics-auth)",
+    },
+    Permission {
+        group: "authorization.k8s.io",
+        resource: "subjectaccessreviews",
+        verbs: &["create"],
+        scope: Scope::Cluster,
+        why: "check that whoever scrapes /metrics may `get` it (--metrics-auth)",
+    },
 ];
+
+/// The non-resource URL and verb a scraper needs for the manager's metrics:
+/// what the manager asks in its SubjectAccessReview, and what the
+/// metrics-reader ClusterRole grants.
+pub const METRICS_PATH: &str = "/metrics";
+pub const METRICS_VERB: &str = "get";
+
+/// The rule of the metrics-reader ClusterRole; bind it to a scraper.
+pub fn metrics_reader_rules() -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        non_resource_urls: Some(vec![METRICS_PATH.to_string()]),
+        verbs: vec![METRICS_VERB.to_string()],
+        ..Default::default()
+    }]
+}
 
 /// Permissions needed in the given scope.
 pub fn permissions(scope: Scope) -> impl Iterator<Item = &'static Permission> {

@@ -8,33 +8,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kubectl_runner::api::{Phase, Runner, RunnerSpec};
-use kubectl_runner::manifests::{self, LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, RbacScope};
-use support::{TestNs, ensure_crd, wait_for};
+use kubectl_runner::manifests::{LEADER_LEASE, MANAGER_NAMESPACE};
+use support::{TestNs, apply_generated_rbac, as_manager_service_account, ensure_crd, wait_for};
 
 const T: Duration = Duration::from_secs(60);
-
-async fn apply_generated_rbac(client: &kube::Client) {
-    for m in manifests::rbac(&RbacScope::Cluster) {
-        let name = m.object.metadata.name.clone().unwrap();
-        let api: Api<DynamicObject> = match &m.object.metadata.namespace {
-            Some(ns) if m.namespaced => Api::namespaced_with(client.clone(), ns, &m.resource),
-            _ => Api::all_with(client.clone(), &m.resource),
-        };
-        api.patch(&name, &PatchParams::apply("kubectl-runner-tests").force(), &Patch::Apply(&m.object))
-            .await
-            .unwrap_or_else(|e| panic!("apply {}: {e}", m.describe()));
-    }
-}
-
-async fn as_manager_service_account() -> kube::Client {
-    let mut cfg = kube::Config::infer().await.unwrap();
-    cfg.auth_info.impersonate = Some(format!("system:serviceaccount:{MANAGER_NAMESPACE}:{MANAGER_NAME}"));
-    cfg.auth_info.impersonate_groups =
-        Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{MANAGER_NAMESPACE}")]);
-    kube::Client::try_from(cfg).unwrap()
-}
 
 #[tokio::test]
 async fn the_manager_does_its_job_with_only_the_generated_rbac() {
@@ -43,8 +22,9 @@ async fn the_manager_does_its_job_with_only_the_generated_rbac() {
     apply_generated_rbac(&ns.client).await;
     let sa = as_manager_service_account().await;
 
-    // Every permission in the list is granted, in the watched namespace and
-    // for the Lease in the manager's namespace.
+    // Every permission in the list is granted, in the watched namespace,
+    // for the Lease in the manager's namespace, and the cluster-wide reviews
+    // behind /metrics' access check.
     let missing = wait_for("RBAC to settle", T, || {
         let (sa, ns) = (sa.clone(), ns.name.clone());
         async move {
@@ -52,6 +32,7 @@ async fn the_manager_does_its_job_with_only_the_generated_rbac() {
                 &sa,
                 Some(&ns),
                 Some(MANAGER_NAMESPACE),
+                true,
             )
             .await
             .ok()?;

@@ -14,7 +14,6 @@ mod support;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -76,16 +75,9 @@ async fn without_create_deployments(ns: &TestNs) -> (ServiceAccountRef, ClusterR
 /// A client holding a real token of the ServiceAccount: the identity the
 /// in-cluster manager's Pod has.
 async fn token_client(ns: &TestNs, sa: &ServiceAccountRef) -> kube::Client {
-    let request = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                          "spec": { "expirationSeconds": 600 } });
-    let token: TokenRequest = ns
-        .api::<ServiceAccount>()
-        .create_subresource("token", &sa.name, &PostParams::default(), &request)
-        .await
-        .expect("request a ServiceAccount token");
+    let token = support::service_account_token(&ns.client, &ns.name, &sa.name).await;
     let mut cfg = kube::Config::infer().await.expect("kubeconfig");
-    cfg.auth_info =
-        serde_json::from_value(json!({ "token": token.status.expect("token status").token })).unwrap();
+    cfg.auth_info = serde_json::from_value(json!({ "token": token })).unwrap();
     kube::Client::try_from(cfg).expect("client with the token")
 }
 
@@ -138,10 +130,11 @@ async fn an_impersonated_manager_lacking_create_deployments_fails_exactly_as_its
 
     // The in-cluster manager's preflight, with the ServiceAccount's own token.
     let in_cluster = token_client(&ns, &sa).await;
-    let expected = kubectl_runner::manager::preflight::check(&in_cluster, Some(&ns.name), Some(&ns.name))
-        .await
-        .expect_err("the ServiceAccount lacks create deployments")
-        .to_string();
+    let expected =
+        kubectl_runner::manager::preflight::check(&in_cluster, Some(&ns.name), Some(&ns.name), false)
+            .await
+            .expect_err("the ServiceAccount lacks create deployments")
+            .to_string();
     let line = format!("can't create deployments.apps in namespace {}", ns.name);
     assert!(expected.contains(&line), "{expected}");
     assert!(

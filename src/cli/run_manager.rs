@@ -44,6 +44,11 @@ pub struct RunManagerArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:8080).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
+    /// Serve /metrics only to callers whose bearer token the apiserver
+    /// accepts and who may `get` /metrics (TokenReview and
+    /// SubjectAccessReview; bind the runner-metrics-reader ClusterRole).
+    #[arg(long, requires = "metrics_addr")]
+    pub metrics_auth: bool,
     /// Serve /healthz and /readyz on this address (e.g. 127.0.0.1:8081).
     #[arg(long)]
     pub health_addr: Option<SocketAddr>,
@@ -85,6 +90,7 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     cfg.metrics_addr = a.metrics_addr;
     cfg.health_addr = a.health_addr;
     cfg.leader_elect = a.leader_elect;
+    cfg.metrics_auth = a.metrics_auth;
     cfg.preflight = !a.skip_preflight;
     if let Some(sa) = &a.as_service_account {
         tracing::info!(user = %sa.user(), "acting as ServiceAccount {sa}");

@@ -15,6 +15,7 @@ pub mod drift;
 pub mod leader;
 pub mod managed_fields;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod pod_problems;
 pub mod pod_view;
 pub mod preflight;

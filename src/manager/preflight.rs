@@ -35,7 +35,12 @@ impl std::fmt::Display for Missing {
 }
 
 /// Runs both checks; the error lists every missing verb and the fix.
-pub async fn check(client: &kube::Client, watch_ns: Option<&str>, lease_ns: Option<&str>) -> Result<()> {
+pub async fn check(
+    client: &kube::Client,
+    watch_ns: Option<&str>,
+    lease_ns: Option<&str>,
+    metrics_auth: bool,
+) -> Result<()> {
     let runners: Api<Runner> = crate::client::scoped(client, watch_ns);
     match runners.list_metadata(&ListParams::default().limit(1)).await {
         Err(e) if crate::error::is_not_found(&e) => return Err(Error::CrdMissing),
@@ -49,7 +54,7 @@ pub async fn check(client: &kube::Client, watch_ns: Option<&str>, lease_ns: Opti
         }
         Ok(_) => {}
     }
-    let missing = missing_permissions(client, watch_ns, lease_ns).await?;
+    let missing = missing_permissions(client, watch_ns, lease_ns, metrics_auth).await?;
     if missing.is_empty() {
         return Ok(());
     }
@@ -81,11 +86,13 @@ fn lacking(missing: &[Missing], who: Option<&str>) -> String {
     )
 }
 
-/// SelfSubjectAccessReviews for every (verb, resource) the manager uses.
+/// SelfSubjectAccessReviews for every (verb, resource) the manager uses:
+/// the Lease ones with `lease_ns`, the `/metrics` reviews with `metrics_auth`.
 pub async fn missing_permissions(
     client: &kube::Client,
     watch_ns: Option<&str>,
     lease_ns: Option<&str>,
+    metrics_auth: bool,
 ) -> Result<Vec<Missing>> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
@@ -96,6 +103,8 @@ pub async fn missing_permissions(
                 Some(ns) => Some(ns),
                 None => continue,
             },
+            Scope::Cluster if metrics_auth => None,
+            Scope::Cluster => continue,
         };
         let (resource, subresource) = p.split_resource();
         for verb in p.verbs {

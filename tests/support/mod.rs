@@ -8,9 +8,10 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt};
 
 /// Label on every namespace a test creates, so a leftover one is easy to find.
@@ -191,4 +192,120 @@ pub async fn cli(args: &[&str]) -> std::process::Output {
     })
     .await
     .unwrap()
+}
+
+/// Applies the generated cluster-wide RBAC (as `install` does).
+pub async fn apply_generated_rbac(client: &Client) {
+    use kubectl_runner::manifests::{self, RbacScope};
+    for m in manifests::rbac(&RbacScope::Cluster) {
+        let name = m.object.metadata.name.clone().unwrap();
+        let api: Api<DynamicObject> = match &m.object.metadata.namespace {
+            Some(ns) if m.namespaced => Api::namespaced_with(client.clone(), ns, &m.resource),
+            _ => Api::all_with(client.clone(), &m.resource),
+        };
+        api.patch(&name, &PatchParams::apply("kubectl-runner-tests").force(), &Patch::Apply(&m.object))
+            .await
+            .unwrap_or_else(|e| panic!("apply {}: {e}", m.describe()));
+    }
+}
+
+/// A client that acts as the installed manager's ServiceAccount.
+pub async fn as_manager_service_account() -> Client {
+    use kubectl_runner::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
+    let mut cfg = kube::Config::infer().await.unwrap();
+    cfg.auth_info.impersonate = Some(format!("system:serviceaccount:{MANAGER_NAMESPACE}:{MANAGER_NAME}"));
+    cfg.auth_info.impersonate_groups =
+        Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{MANAGER_NAMESPACE}")]);
+    Client::try_from(cfg).unwrap()
+}
+
+/// A 10-minute token of ServiceAccount `name` in `ns` (TokenRequest).
+pub async fn service_account_token(client: &Client, ns: &str, name: &str) -> String {
+    let request = serde_json::json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                      "spec": { "expirationSeconds": 600 } });
+    let token: TokenRequest = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_subresource("token", name, &PostParams::default(), &request)
+        .await
+        .expect("request a ServiceAccount token");
+    token.status.and_then(|s| s.token).expect("a token in the TokenRequest status")
+}
+
+/// `GET path` on `addr` over plain HTTP/1.0, with an optional bearer token:
+/// status code and body. Blocking std I/O on a worker thread: the
+/// dependency set has no HTTP client.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {}\r\n{auth}\r\n", addr.ip());
+    tokio::task::spawn_blocking(move || {
+        let t = Duration::from_secs(3);
+        let mut s = std::net::TcpStream::connect_timeout(&addr, t).ok()?;
+        s.set_read_timeout(Some(t)).ok()?;
+        s.write_all(request.as_bytes()).ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).ok()?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let code = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((code, body))
+    })
+    .await
+    .ok()?
+}
+
+/// A loopback address with a port free a moment ago.
+pub fn free_loopback_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port")
+}
+
+/// Creates ServiceAccount `name` in `ns` and returns a token of it.
+pub async fn new_service_account_token(client: &Client, ns: &str, name: &str) -> String {
+    let sa: ServiceAccount =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": name } })).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap_or_else(|e| panic!("create ServiceAccount {ns}/{name}: {e}"));
+    service_account_token(client, ns, name).await
+}
+
+/// A ClusterRoleBinding a test made, deleted when dropped (cluster-scoped:
+/// the test namespace's deletion does not take it), also on panic. The
+/// delete uses a client of its own: a test's client serves requests from
+/// the test's runtime, which is blocked while this drops.
+pub struct ClusterRoleBindingGuard(String);
+
+impl Drop for ClusterRoleBindingGuard {
+    fn drop(&mut self) {
+        use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+        let name = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let _ = Api::<ClusterRoleBinding>::all(client().await)
+                    .delete(&name, &DeleteParams::default())
+                    .await;
+            });
+        })
+        .join();
+    }
+}
+
+/// Binds the generated metrics-reader ClusterRole to ServiceAccount
+/// `ns/sa`, as a user lets a scraper in.
+pub async fn bind_metrics_reader(client: &Client, ns: &str, sa: &str) -> ClusterRoleBindingGuard {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    use kubectl_runner::manifests::METRICS_READER_ROLE;
+    let name = format!("{ns}-metrics-reader");
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER_ROLE },
+        "subjects": [{ "kind": "ServiceAccount", "name": sa, "namespace": ns }],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind the metrics-reader role");
+    ClusterRoleBindingGuard(name)
 }

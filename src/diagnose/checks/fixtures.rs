@@ -132,6 +132,7 @@ pub fn all_allowed(ns: &str) -> Vec<AccessCheck> {
         let namespace = match p.scope {
             PermScope::Watched => ns.to_string(),
             PermScope::ManagerNamespace => crate::manifests::MANAGER_NAMESPACE.to_string(),
+            PermScope::Cluster => String::new(),
         };
         for verb in p.verbs {
             out.push(AccessCheck {
