@@ -14,6 +14,8 @@
 #   real-node.sh netns-delete   after the control plane has stopped
 #   real-node.sh load TAR       import an OCI image tarball (scripts/image.sh)
 #                               into the node's containerd, as `kind load` does
+#   real-node.sh tag IMAGE NEW  a second name for a loaded image (an upgrade
+#                               to a new tag, without building twice)
 #
 # Everything with an address lives in one network namespace, runner-<cluster>:
 # the control plane (up.sh re-runs itself inside it), containerd's CNI
@@ -426,5 +428,11 @@ case "${1:-}" in
     rctr -n k8s.io images import "$2" >&2
     rstep "loaded $2"
     ;;
-  *) echo "usage: $0 prepare|up|down|netns-delete|load TAR" >&2; exit 2 ;;
+  tag)
+    [ -n "${2:-}" ] && [ -n "${3:-}" ] || { echo "usage: $0 tag IMAGE NEW-NAME" >&2; exit 2; }
+    alive containerd > /dev/null || { echo "error: the real node of cluster '$CLUSTER_NAME' is not running" >&2; exit 1; }
+    rctr -n k8s.io images tag --force "$2" "$3" > /dev/null
+    rstep "tagged $2 as $3"
+    ;;
+  *) echo "usage: $0 prepare|up|down|netns-delete|load TAR|tag IMAGE NEW-NAME" >&2; exit 2 ;;
 esac

@@ -1,0 +1,95 @@
+//! Two manager replicas with leader election: both Ready, exactly one
+//! reconciles, and deleting the leader hands the Lease to the other within
+//! the lease duration, which then reconciles.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kubectl_runner::api::{Runner, RunnerSpec};
+use kubectl_runner::cli::create;
+use kubectl_runner::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
+
+use crate::fixture::*;
+use crate::support::{TestNs, bind_metrics_reader, client, new_service_account_token, wait_for};
+
+/// The manager's lease duration (leader::LeaseConfig).
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+#[tokio::test]
+#[ignore = "needs the real node: tests/run.sh runs it when the cluster has one"]
+async fn of_two_replicas_one_reconciles_and_a_deleted_leader_hands_over_within_the_lease_duration() {
+    let image = image(IMAGE_ENV);
+    let client = client().await;
+    let node = real_node(&client).await;
+    let ns = TestNs::new("realleader").await;
+    let _cleanup = InstalledManager { runners_ns: ns.name.clone() };
+    install_manager(&client, &image, &node, &ns).await;
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
+    let two = serde_json::json!({ "spec": { "replicas": 2 } });
+    deployments
+        .patch(MANAGER_NAME, &PatchParams::default(), &Patch::Merge(&two))
+        .await
+        .expect("scale the manager to 2");
+    // Both Ready: the standby through its probe too.
+    wait_rollout(&client, 2).await;
+    let pods = manager_pods(&client).await;
+    assert_eq!(pods.len(), 2);
+    let leader_name = wait_for("one of them to hold the Lease", Duration::from_secs(30), || {
+        let client = client.clone();
+        async move { lease_holder(&client).await }
+    })
+    .await;
+    let (leader, standby): (Vec<Pod>, Vec<Pod>) = pods.into_iter().partition(|p| p.name_any() == leader_name);
+    let (leader, standby) = (leader.into_iter().next().expect("the holder is a manager Pod"), &standby[0]);
+
+    // Metrics are read as a scraper bound to the metrics-reader role.
+    let _binding = bind_metrics_reader(&client, &ns.name, "scraper").await;
+    let token = new_service_account_token(&client, &ns.name, "scraper").await;
+    let runners: Api<Runner> = ns.api();
+    let spec = RunnerSpec { image: WEB_IMAGE.into(), replicas: 1, port: WEB_PORT, host: None };
+    runners
+        .create(&Default::default(), &create::from_flags("web", &ns.name, spec).expect("valid"))
+        .await
+        .expect("create Runner");
+    wait_for("the Runner to have 1 ready replica", Duration::from_secs(90), || {
+        let runners = runners.clone();
+        async move { (runners.get("web").await.ok()?.status?.ready_replicas == 1).then_some(()) }
+    })
+    .await;
+    let by_leader = wait_for("the leader's metrics (metrics-reader bound)", Duration::from_secs(30), || {
+        let (leader, token) = (leader.clone(), token.clone());
+        async move { reconciles(&leader, &token).await }
+    })
+    .await;
+    assert!(by_leader > 0, "the leader reconciled");
+    assert_eq!(reconciles(standby, &token).await.unwrap_or(0), 0, "the standby reconciled nothing");
+
+    // Delete the leader: it stops, releases the Lease, the standby takes it.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
+    let deleted_at = Instant::now();
+    pods.delete(&leader_name, &DeleteParams::default()).await.expect("delete the leader Pod");
+    let standby_name = standby.name_any();
+    wait_for("the standby to hold the Lease", LEASE_DURATION, || {
+        let (client, standby_name) = (client.clone(), standby_name.clone());
+        async move { (lease_holder(&client).await? == standby_name).then_some(()) }
+    })
+    .await;
+    eprintln!(
+        "hand-over: the standby leads {:.1} s after the leader's deletion",
+        deleted_at.elapsed().as_secs_f64()
+    );
+
+    // The new leader reconciles: a scale reaches the Deployment.
+    let scale = serde_json::json!({ "spec": { "replicas": 2 } });
+    runners.patch("web", &PatchParams::default(), &Patch::Merge(&scale)).await.expect("scale the Runner");
+    wait_for("the new leader to scale the Runner", Duration::from_secs(90), || {
+        let runners = runners.clone();
+        async move { (runners.get("web").await.ok()?.status?.ready_replicas == 2).then_some(()) }
+    })
+    .await;
+    assert!(reconciles(standby, &token).await.unwrap_or(0) > 0, "the former standby reconciles now");
+}
