@@ -17,6 +17,7 @@ pub mod fix;
 pub mod gather;
 pub mod report;
 pub mod snapshot;
+pub mod view;
 
 pub use finding::{Code, Finding, ObjectRef, Severity};
 pub use gather::Request;

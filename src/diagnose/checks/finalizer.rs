@@ -16,9 +16,9 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
-use super::manager_view::{self, View};
 use super::{age, controlled_by, human, ns_flag, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL};
+use crate::diagnose::view::manager::{self as manager_view, View};
 
 /// What the finalizer promises, said wherever removing it comes up.
 pub fn promise(rs: &RunnerState) -> String {
