@@ -1,11 +1,14 @@
 //! How every part of the project talks to the apiserver: one User-Agent
-//! (so audit logs and apiserver metrics name us) and one way to scope an
-//! `Api` to a namespace or to all of them.
+//! (so audit logs and apiserver metrics name us), one way to scope an `Api`
+//! (typed or dynamic) to a namespace or to all of them, and the Runner reads
+//! every command shares ([`runners`]).
 
 use http::HeaderValue;
 use http::header::USER_AGENT;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource};
+
+pub mod runners;
 
 /// `kubectl-runner/<version>`, sent on every request.
 pub const USER_AGENT_VALUE: &str = concat!("kubectl-runner/", env!("CARGO_PKG_VERSION"));
@@ -25,6 +28,15 @@ where
     match ns {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
+    }
+}
+
+/// A dynamic `Api` for the resource `ar`: in `ns`, or cluster-wide (all
+/// namespaces, or a cluster-scoped kind) when `None`.
+pub fn scoped_dynamic(client: &Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
     }
 }
 

@@ -1,6 +1,8 @@
 //! One error type for the library. Variants name the operation that failed,
 //! so a log line or a CLI message says what was being done, to which object.
 
+use std::borrow::Cow;
+
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -13,7 +15,9 @@ pub enum Error {
     Api {
         /// The verb-phrase of the failed operation: "apply", "delete", "patch status of".
         op: &'static str,
-        kind: &'static str,
+        /// The object's kind; borrowed for the fixed kinds, owned for the
+        /// ones `install` and `uninstall` read from their manifests.
+        kind: Cow<'static, str>,
         namespace: String,
         name: String,
         #[source]
@@ -66,8 +70,20 @@ impl Error {
     }
 
     /// Builds an [`Error::Api`] for `op` on the named object.
-    pub fn api(op: &'static str, kind: &'static str, ns: &str, name: &str, source: kube::Error) -> Self {
-        Error::Api { op, kind, namespace: ns.to_string(), name: name.to_string(), source: Box::new(source) }
+    pub fn api(
+        op: &'static str,
+        kind: impl Into<Cow<'static, str>>,
+        ns: &str,
+        name: &str,
+        source: kube::Error,
+    ) -> Self {
+        Error::Api {
+            op,
+            kind: kind.into(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            source: Box::new(source),
+        }
     }
 
     /// True when the object moved on since it was read: a 409 Conflict, or

@@ -16,6 +16,7 @@ use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Runner, RunnerSpec};
+use crate::client::runners;
 use crate::error::{Error, Result};
 
 pub use super::runner_file::from_manifests;
@@ -85,10 +86,7 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
         .map_err(|e| api_err(kube::Error::BuildRequest(e)))?;
     let uri = format!("{}&fieldValidation=Strict", req.uri());
     *req.uri_mut() = uri.parse().map_err(|e| Error::Other(format!("cannot build request URI: {e}")))?;
-    ctx.client.request::<Runner>(req).await.map_err(|e| match e {
-        e if super::get::crd_missing_message(&e) => Error::CrdMissing,
-        e => api_err(e),
-    })
+    ctx.client.request::<Runner>(req).await.map_err(|e| runners::error("create", &ns, &name, e))
 }
 
 pub use crate::api::is_ready;
@@ -121,7 +119,7 @@ pub async fn wait_ready(
     let start = Instant::now();
     let mut last = String::new();
     loop {
-        let r = super::get::get_one(ctx, ns, name).await?;
+        let r = runners::get(&ctx.client, ns, name).await?;
         if is_ready(&r) {
             return Ok(r);
         }
