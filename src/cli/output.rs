@@ -18,6 +18,8 @@ use crate::api::{GROUP, Runner, condition};
 use crate::error::{Error, Result};
 
 pub mod describe;
+pub mod diagnose;
+pub mod e2e;
 pub use describe::{describe, event_time};
 
 /// Writes `text` to stdout. A broken pipe is success: the reader had enough.
@@ -28,6 +30,26 @@ pub fn emit(text: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Error::Other(format!("cannot write to stdout: {e}"))),
     }
+}
+
+/// What `main` prints on stderr for a failed command: `error: ...`, then
+/// each cause. Invalid input and API errors are one line: an API error's
+/// message already holds the apiserver's reason, which its source chain
+/// would repeat as a debug dump.
+pub fn error(e: &Error) -> String {
+    let mut out = match e {
+        Error::Invalid(msg) => return format!("error: {msg}\n"),
+        e => format!("error: {e}\n"),
+    };
+    if matches!(e, Error::Api { .. }) {
+        return out;
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        out += &format!("  caused by: {s}\n");
+        src = s.source();
+    }
+    out
 }
 
 /// `runner.lab.cloudlab.training/NAME`, what kubectl prints for `-o name`.

@@ -6,7 +6,7 @@
 //! preflight ─► namespace (+CRD) ─► manager (in-process | running) ─► steps ─► cleanup
 //!                                                                    │ each: run, time, oracle
 //!                                                                    ▼
-//!                                                              Report (table or JSON)
+//!                                                              Report (data: the CLI renders it)
 //! ```
 pub mod oracle;
 pub mod report;
