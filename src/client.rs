@@ -48,12 +48,10 @@ pub async fn wait_crd_established(client: &Client, timeout: std::time::Duration)
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let cond = kube::runtime::conditions::is_crd_established();
-    let not_yet =
-        || Error::Other(format!("the CRD {CRD_NAME} is not Established after {}s", timeout.as_secs()));
     tokio::time::timeout(timeout, kube::runtime::wait::await_condition(crds, CRD_NAME, cond))
         .await
-        .map_err(|_| not_yet())?
-        .map_err(|e| Error::Other(format!("waiting for the CRD {CRD_NAME}: {e}")))?;
+        .map_err(|_| Error::CrdNotEstablished { after: timeout })?
+        .map_err(|e| Error::WaitCrd(e.to_string()))?;
     Ok(())
 }
 

@@ -131,7 +131,10 @@ pub async fn check_may_impersonate(client: &Client, sa: &ServiceAccountRef) -> R
         return Ok(());
     }
     let me = whoami(client).await.map(|(user, _)| user);
-    Err(Error::Other(cannot_impersonate(sa, me.as_deref())))
+    Err(Error::CannotImpersonate {
+        service_account: sa.to_string(),
+        message: cannot_impersonate(sa, me.as_deref()),
+    })
 }
 
 /// The SelfSubjectAccessReview the apiserver's impersonation filter asks

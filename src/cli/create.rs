@@ -80,12 +80,13 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
     let name = runner.name_any();
     let api_err = |e| Error::api("create", "Runner", &ns, &name, e);
     let pp = PostParams { dry_run: server_dry_run, field_manager: Some(FIELD_MANAGER.into()) };
-    let body = serde_json::to_vec(runner).map_err(|e| Error::Other(format!("cannot encode Runner: {e}")))?;
+    let body = serde_json::to_vec(runner).map_err(|source| Error::Encode { what: "Runner", source })?;
     let mut req = kube::core::Request::new(Runner::url_path(&(), Some(&ns)))
         .create(&pp, body)
         .map_err(|e| api_err(kube::Error::BuildRequest(e)))?;
     let uri = format!("{}&fieldValidation=Strict", req.uri());
-    *req.uri_mut() = uri.parse().map_err(|e| Error::Other(format!("cannot build request URI: {e}")))?;
+    *req.uri_mut() =
+        uri.parse().map_err(|e: http::uri::InvalidUri| api_err(kube::Error::HttpError(e.into())))?;
     ctx.client.request::<Runner>(req).await.map_err(|e| runners::error("create", &ns, &name, e))
 }
 
@@ -129,13 +130,14 @@ pub async fn wait_ready(
             last = line;
         }
         if start.elapsed() >= timeout {
-            let hint =
-                if r.status.is_none() { "; no status was written: is the manager running?" } else { "" };
-            return Err(Error::Other(format!(
-                "timed out after {}s waiting for Runner {ns}/{name} to be Available; last state: {last}{hint}; \
-                 run `kubectl runner diagnose {name} -n {ns}`",
-                timeout.as_secs()
-            )));
+            return Err(Error::WaitRunner {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                goal: "be Available",
+                after: timeout,
+                last,
+                has_status: r.status.is_some(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -75,9 +75,9 @@ pub async fn delete_incarnation(
     match api.delete(name, &delete_params(uid.as_deref())).await {
         Ok(_) => Ok(Deleted::Accepted { name: name.to_string(), uid }),
         Err(e) if is_not_found(&e) => Ok(Deleted::NotFound { name: name.to_string() }),
-        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => Err(Error::Other(format!(
-            "Runner {ns}/{name} was replaced by a new one between the read and the delete;              the new one was not deleted: run the command again to delete it"
-        ))),
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => {
+            Err(Error::RunnerReplaced { namespace: ns.to_string(), name: name.to_string() })
+        }
         Err(e) => Err(Error::api("delete", "Runner", ns, name, e)),
     }
 }
@@ -166,11 +166,12 @@ fn check_gone(ns: &str, name: &str, timeout: Duration, left: &Remaining) -> Resu
     if left.is_gone() {
         return Ok(());
     }
-    Err(Error::Other(format!(
-        "timed out after {}s deleting Runner {ns}/{name}; still there: {}; run `kubectl runner diagnose {name} -n {ns}`",
-        timeout.as_secs(),
-        left.0.join(", ")
-    )))
+    Err(Error::DeleteTimedOut {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        after: timeout,
+        left: left.0.clone(),
+    })
 }
 
 pub async fn run(g: &Globals, a: DeleteArgs) -> Result<u8> {
@@ -204,7 +205,7 @@ pub async fn run(g: &Globals, a: DeleteArgs) -> Result<u8> {
     }
     output::emit(&text)?;
     if !missing.is_empty() && !a.ignore_not_found {
-        return Err(Error::Other(format!("Runner(s) not found in namespace {ns}: {}", missing.join(", "))));
+        return Err(Error::RunnersNotFound { namespace: ns, names: missing });
     }
     Ok(super::exit::OK)
 }

@@ -154,7 +154,7 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     if let Some(name) = &req.name {
         let looked = snapshot.crd.is_some() && snapshot.gaps.is_empty() && snapshot.cluster.is_ok();
         if looked && snapshot.runners.is_empty() {
-            return Err(Error::Other(format!("Runner {}/{name} not found", ctx.namespace)));
+            return Err(Error::RunnerNotFound { namespace: ctx.namespace.clone(), name: name.clone() });
         }
     }
     let mut refused = false;

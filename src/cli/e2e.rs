@@ -65,10 +65,11 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         )));
     }
     let ctx = g.connect().await?;
-    let version =
-        ctx.client.apiserver_version().await.map_err(|e| {
-            Error::Other(format!("cluster not reachable: {}", crate::error::describe_kube(&e)))
-        })?;
+    let version = ctx
+        .client
+        .apiserver_version()
+        .await
+        .map_err(|e| Error::ClusterUnreachable(crate::error::describe_kube(&e)))?;
     eprintln!("e2e on context {context:?} (Kubernetes {}.{})", version.major, version.minor);
     let opts = Options {
         use_running_manager: a.use_running_manager,

@@ -97,7 +97,7 @@ async fn watch(
     };
     let mut stream = watcher(api, cfg).boxed();
     let mut initial = true;
-    while let Some(ev) = stream.try_next().await.map_err(|e| Error::Other(format!("watch failed: {e}")))? {
+    while let Some(ev) = stream.try_next().await.map_err(|e| Error::WatchRunners(e.to_string()))? {
         let changed = match ev {
             // The initial (and every re-)list was already printed or is stale
             // news; only changes after it are streamed.

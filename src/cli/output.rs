@@ -28,7 +28,7 @@ pub fn emit(text: &str) -> Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::Other(format!("cannot write to stdout: {e}"))),
+        Err(e) => Err(Error::WriteOutput(e)),
     }
 }
 
@@ -305,15 +305,6 @@ pub fn yaml<T: Serialize>(v: &T) -> String {
 /// Lines for `install`: `Kind/name applied`.
 pub fn applied(described: &[String], verb: &str) -> String {
     described.iter().map(|d| format!("{d} {verb}\n")).collect()
-}
-
-/// `namespace/name` per Runner, for uninstall's refusal.
-pub fn runner_refs(items: &[Runner]) -> String {
-    items
-        .iter()
-        .map(|r| format!("{}/{}", r.namespace().unwrap_or_default(), r.name_any()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub fn ask(question: &str, yes: bool) -> Result<Answer> {
         .with_prompt(question)
         .default(false)
         .interact()
-        .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
+        .map_err(|e| Error::Prompt(e.to_string()))?;
     Ok(if answer { Answer::Yes } else { Answer::No })
 }
 
@@ -94,10 +94,8 @@ pub fn ask(question: &str, yes: bool) -> Result<Answer> {
 pub fn confirm(question: &str, yes: bool) -> Result<()> {
     match ask(question, yes)? {
         Answer::Yes => Ok(()),
-        Answer::No => Err(Error::Other("aborted: not confirmed".into())),
-        Answer::NoTerminal => Err(Error::Other(format!(
-            "refusing to proceed without confirmation ({question}): stdin is not a terminal; pass --yes"
-        ))),
+        Answer::No => Err(Error::Declined),
+        Answer::NoTerminal => Err(Error::NoTerminal { question: question.to_string() }),
     }
 }
 

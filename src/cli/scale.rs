@@ -2,7 +2,7 @@
 //! scale subresource (what `kubectl scale` and an HPA use), so the CLI
 //! exercises the same path as other clients.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use kube::api::{Patch, PatchParams};
@@ -68,10 +68,9 @@ pub async fn wait_scaled(
     timeout: Duration,
     on_change: &mut dyn FnMut(&Runner),
 ) -> Result<Runner> {
-    let start = Instant::now();
     super::create::wait_ready(ctx, ns, name, timeout, on_change).await.map_err(|e| match e {
-        Error::Other(m) if start.elapsed() >= timeout => {
-            Error::Other(m.replace("to be Available", "to scale"))
+        Error::WaitRunner { namespace, name, after, last, has_status, .. } => {
+            Error::WaitRunner { namespace, name, goal: "scale", after, last, has_status }
         }
         e => e,
     })

@@ -84,15 +84,13 @@ pub async fn plan_uninstall(ctx: &Ctx) -> Result<Vec<Target>> {
     Ok(out)
 }
 
-/// Pure: the refusal message while Runners exist and `--force` is absent.
-pub fn refusal(runners: &[Runner], force: bool) -> Option<String> {
-    (!runners.is_empty() && !force).then(|| {
-        format!(
-            "refusing to uninstall: {} Runner(s) still exist: {}; delete them first \
-             (kubectl runner delete ...) or pass --force to delete them too",
-            runners.len(),
-            output::runner_refs(runners)
-        )
+/// Pure: the refusal while Runners exist and `--force` is absent.
+pub fn refusal(runners: &[Runner], force: bool) -> Option<Error> {
+    (!runners.is_empty() && !force).then(|| Error::RunnersExist {
+        runners: runners
+            .iter()
+            .map(|r| format!("{}/{}", r.namespace().unwrap_or_default(), r.name_any()))
+            .collect(),
     })
 }
 
@@ -190,8 +188,8 @@ pub async fn run_uninstall(g: &Globals, a: UninstallArgs) -> Result<u8> {
     // Refuse before asking anything: existing Runners would lose their
     // manager and be stuck behind their finalizer.
     let runners = all_runners(&ctx).await?;
-    if let Some(msg) = refusal(&runners, a.force) {
-        return Err(Error::Other(msg));
+    if let Some(refused) = refusal(&runners, a.force) {
+        return Err(refused);
     }
     let targets = plan_uninstall(&ctx).await?;
     if targets.is_empty() && runners.is_empty() {
@@ -237,9 +235,9 @@ mod tests {
             "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
             "metadata": { "name": "web", "namespace": "team" }, "spec": { "image": "nginx" } }))
         .unwrap();
-        let msg = refusal(std::slice::from_ref(&r), false).unwrap();
-        assert!(msg.contains("team/web") && msg.contains("--force"), "{msg}");
-        assert_eq!(refusal(&[r], true), None);
-        assert_eq!(refusal(&[], false), None);
+        let msg = refusal(std::slice::from_ref(&r), false).unwrap().to_string();
+        assert!(msg.contains("1 Runner(s) still exist: team/web;") && msg.contains("--force"), "{msg}");
+        assert!(refusal(&[r], true).is_none());
+        assert!(refusal(&[], false).is_none());
     }
 }

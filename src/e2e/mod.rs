@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
 
 pub use report::{Report, StepResult};
 
@@ -141,9 +141,11 @@ pub fn looks_like_production(context: &str) -> bool {
 }
 
 async fn create_namespace(client: &Client, ns: &str) -> Result<()> {
-    let obj: Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": ns, "labels": { E2E_LABEL: "true" } } }))
-            .map_err(|e| Error::Other(e.to_string()))?;
+    let labels = [(E2E_LABEL.to_string(), "true".to_string())].into();
+    let obj = Namespace {
+        metadata: ObjectMeta { name: Some(ns.to_string()), labels: Some(labels), ..Default::default() },
+        ..Default::default()
+    };
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &obj)
         .await
