@@ -1,5 +1,6 @@
 //! The only place that renders what the CLI prints: tables like `kubectl
-//! get` (comfy-table, no borders), YAML, JSON, `-o name`, and `describe`.
+//! get` (comfy-table, no borders), YAML, JSON, `-o name`, `describe`, the
+//! `diagnose` and `e2e` reports, and the error lines `main` prints.
 //!
 //! Every function here is pure (data and the current time in, a `String`
 //! out) except [`emit`], which writes to stdout and treats a closed pipe
