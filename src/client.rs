@@ -1,11 +1,14 @@
 //! How every part of the project talks to the apiserver: one User-Agent
-//! (so audit logs and apiserver metrics name us) and one way to scope an
-//! `Api` to a namespace or to all of them.
+//! (so audit logs and apiserver metrics name us), one way to scope an `Api`
+//! (typed or dynamic) to a namespace or to all of them, and the Runner reads
+//! every command shares ([`runners`]).
 
 use http::HeaderValue;
 use http::header::USER_AGENT;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource};
+
+pub mod runners;
 
 /// `kubectl-runner/<version>`, sent on every request.
 pub const USER_AGENT_VALUE: &str = concat!("kubectl-runner/", env!("CARGO_PKG_VERSION"));
@@ -28,6 +31,15 @@ where
     }
 }
 
+/// A dynamic `Api` for the resource `ar`: in `ns`, or cluster-wide (all
+/// namespaces, or a cluster-scoped kind) when `None`.
+pub fn scoped_dynamic(client: &Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
 /// Waits until the Runner CRD is Established (kube's `await_condition`, a
 /// watch, not a poll). Shared by `install` and `e2e`.
 pub async fn wait_crd_established(client: &Client, timeout: std::time::Duration) -> crate::error::Result<()> {
@@ -36,12 +48,10 @@ pub async fn wait_crd_established(client: &Client, timeout: std::time::Duration)
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let cond = kube::runtime::conditions::is_crd_established();
-    let not_yet =
-        || Error::Other(format!("the CRD {CRD_NAME} is not Established after {}s", timeout.as_secs()));
     tokio::time::timeout(timeout, kube::runtime::wait::await_condition(crds, CRD_NAME, cond))
         .await
-        .map_err(|_| not_yet())?
-        .map_err(|e| Error::Other(format!("waiting for the CRD {CRD_NAME}: {e}")))?;
+        .map_err(|_| Error::CrdNotEstablished { after: timeout })?
+        .map_err(|e| Error::WaitCrd(e.to_string()))?;
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! One error type for the library. Variants name the operation that failed,
 //! so a log line or a CLI message says what was being done, to which object.
 
+use std::borrow::Cow;
+
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -13,7 +15,9 @@ pub enum Error {
     Api {
         /// The verb-phrase of the failed operation: "apply", "delete", "patch status of".
         op: &'static str,
-        kind: &'static str,
+        /// The object's kind; borrowed for the fixed kinds, owned for the
+        /// ones `install` and `uninstall` read from their manifests.
+        kind: Cow<'static, str>,
         namespace: String,
         name: String,
         #[source]
@@ -38,6 +42,103 @@ pub enum Error {
     #[error("the apiserver refuses a child of Runner {runner}: {message}")]
     ChildRejected { runner: String, message: String },
 
+    #[error("the apiserver is not reachable: {0}")]
+    ClusterUnreachable(String),
+
+    #[error("the CRD {} is not Established after {}s", crate::api::CRD_NAME, .after.as_secs())]
+    CrdNotEstablished { after: std::time::Duration },
+
+    #[error("waiting for the CRD {crd}: {0}", crd = crate::api::CRD_NAME)]
+    WaitCrd(String),
+
+    #[error("watch failed: {0}")]
+    WatchRunners(String),
+
+    #[error("Runner {namespace}/{name} not found")]
+    RunnerNotFound { namespace: String, name: String },
+
+    #[error("Runner(s) not found in namespace {namespace}: {}", .names.join(", "))]
+    RunnersNotFound { namespace: String, names: Vec<String> },
+
+    #[error(
+        "timed out after {}s waiting for Runner {namespace}/{name} to {goal}; last state: {last}{}; \
+         run `kubectl runner diagnose {name} -n {namespace}`",
+        .after.as_secs(),
+        if *.has_status { "" } else { "; no status was written: is the manager running?" }
+    )]
+    WaitRunner {
+        namespace: String,
+        name: String,
+        /// What was awaited: "be Available", "scale".
+        goal: &'static str,
+        after: std::time::Duration,
+        /// The last progress line seen.
+        last: String,
+        /// False when the manager never wrote a status.
+        has_status: bool,
+    },
+
+    #[error(
+        "Runner {namespace}/{name} was replaced by a new one between the read and the delete; \
+         the new one was not deleted: run the command again to delete it"
+    )]
+    RunnerReplaced { namespace: String, name: String },
+
+    #[error(
+        "timed out after {}s deleting Runner {namespace}/{name}; still there: {}; \
+         run `kubectl runner diagnose {name} -n {namespace}`",
+        .after.as_secs(),
+        .left.join(", ")
+    )]
+    DeleteTimedOut { namespace: String, name: String, after: std::time::Duration, left: Vec<String> },
+
+    #[error(
+        "refusing to uninstall: {} Runner(s) still exist: {}; delete them first \
+         (kubectl runner delete ...) or pass --force to delete them too",
+        .runners.len(),
+        .runners.join(", ")
+    )]
+    RunnersExist {
+        /// `namespace/name` of each.
+        runners: Vec<String>,
+    },
+
+    /// `--as-service-account`, refused before any request is made as it.
+    #[error("{message}")]
+    CannotImpersonate {
+        /// `namespace/name`.
+        service_account: String,
+        /// Who lacks what, and the grant that fixes it.
+        message: String,
+    },
+
+    #[error("Runner {namespace}/{name} was re-created meanwhile; not touching it")]
+    FixRecreated { namespace: String, name: String },
+
+    #[error("Runner {namespace}/{name} still has children ({}); not removing {}", .children.join(", "), crate::api::FINALIZER)]
+    FixChildrenRemain { namespace: String, name: String, children: Vec<String> },
+
+    #[error("aborted: not confirmed")]
+    Declined,
+
+    #[error("refusing to proceed without confirmation ({question}): stdin is not a terminal; pass --yes")]
+    NoTerminal { question: String },
+
+    #[error("cannot read the answer: {0}")]
+    Prompt(String),
+
+    #[error("cannot write to stdout: {0}")]
+    WriteOutput(std::io::Error),
+
+    #[error("cannot create {}: {source}", .dir.display())]
+    Artifacts { dir: std::path::PathBuf, source: std::io::Error },
+
+    /// An e2e step ran but what it checks did not hold.
+    #[error("{0}")]
+    StepFailed(String),
+
+    /// A failure no variant above names; only the manager's preflight still
+    /// reports this way.
     #[error("{0}")]
     Other(String),
 }
@@ -61,13 +162,43 @@ impl Error {
             Error::Listen { .. } => "listen".into(),
             Error::LeaseLost => "lease_lost".into(),
             Error::Encode { .. } => "encode".into(),
+            Error::ClusterUnreachable(_) => "cluster_unreachable".into(),
+            Error::CrdNotEstablished { .. } => "crd_not_established".into(),
+            Error::WaitCrd(_) => "wait_crd".into(),
+            Error::WatchRunners(_) => "watch_runners".into(),
+            Error::RunnerNotFound { .. } | Error::RunnersNotFound { .. } => "runner_not_found".into(),
+            Error::WaitRunner { .. } => "wait_runner_timeout".into(),
+            Error::RunnerReplaced { .. } => "runner_replaced".into(),
+            Error::DeleteTimedOut { .. } => "delete_timeout".into(),
+            Error::RunnersExist { .. } => "runners_exist".into(),
+            Error::CannotImpersonate { .. } => "cannot_impersonate".into(),
+            Error::FixRecreated { .. } => "fix_recreated".into(),
+            Error::FixChildrenRemain { .. } => "fix_children_remain".into(),
+            Error::Declined => "declined".into(),
+            Error::NoTerminal { .. } => "no_terminal".into(),
+            Error::Prompt(_) => "prompt".into(),
+            Error::WriteOutput(_) => "write_output".into(),
+            Error::Artifacts { .. } => "artifacts".into(),
+            Error::StepFailed(_) => "step_failed".into(),
             Error::Other(_) => "other".into(),
         }
     }
 
     /// Builds an [`Error::Api`] for `op` on the named object.
-    pub fn api(op: &'static str, kind: &'static str, ns: &str, name: &str, source: kube::Error) -> Self {
-        Error::Api { op, kind, namespace: ns.to_string(), name: name.to_string(), source: Box::new(source) }
+    pub fn api(
+        op: &'static str,
+        kind: impl Into<Cow<'static, str>>,
+        ns: &str,
+        name: &str,
+        source: kube::Error,
+    ) -> Self {
+        Error::Api {
+            op,
+            kind: kind.into(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            source: Box::new(source),
+        }
     }
 
     /// True when the object moved on since it was read: a 409 Conflict, or
@@ -107,4 +238,55 @@ pub fn is_failed_test(e: &kube::Error) -> bool {
 /// retrying the same request cannot succeed until something else changes.
 pub fn is_rejection(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422)) && !is_failed_test(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_timed_out_wait_names_the_runner_its_last_state_and_the_next_command() {
+        let e = Error::WaitRunner {
+            namespace: "app".into(),
+            name: "web".into(),
+            goal: "scale",
+            after: Duration::from_secs(60),
+            last: "web: Progressing 1/3 ready".into(),
+            has_status: false,
+        };
+        assert_eq!(
+            e.to_string(),
+            "timed out after 60s waiting for Runner app/web to scale; last state: web: Progressing 1/3 ready; \
+             no status was written: is the manager running?; run `kubectl runner diagnose web -n app`"
+        );
+        assert_eq!(e.metric_label(), "wait_runner_timeout");
+    }
+
+    #[test]
+    fn refusals_name_the_objects_and_the_way_out() {
+        let cases = [
+            (
+                Error::RunnersNotFound { namespace: "app".into(), names: vec!["a".into(), "b".into()] },
+                "Runner(s) not found in namespace app: a, b",
+            ),
+            (
+                Error::RunnerReplaced { namespace: "app".into(), name: "web".into() },
+                "Runner app/web was replaced by a new one between the read and the delete; the new one was not \
+                 deleted: run the command again to delete it",
+            ),
+            (
+                Error::RunnersExist { runners: vec!["team/web".into()] },
+                "refusing to uninstall: 1 Runner(s) still exist: team/web; delete them first (kubectl runner \
+                 delete ...) or pass --force to delete them too",
+            ),
+            (
+                Error::CrdNotEstablished { after: Duration::from_secs(30) },
+                "the CRD runners.lab.cloudlab.training is not Established after 30s",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
+    }
 }

@@ -1,14 +1,25 @@
 //! kubectl-runner: a kubectl plugin and reconcile manager for the `Runner`.
 //!
 //! ```text
-//!   api (types, bounds) ──► manifests (CRD, RBAC, manager YAML) ──► manifests/
-//!        │                      ▲
-//!        │                 rbac (permission list) ──► diagnose (SubjectAccessReviews)
-//!        ▼
-//!   cli ── validated RunnerSpec ──► apiserver ◄── manager (watch ► desired ► apply ► status)
-//!                                        ▲
-//!                                   diagnose: gather ► checks (pure) ► report
+//!   main ─► cli (args ► validated request ► call ► data) ─► cli::output ─► stdout
+//!            │                                              exit ─► the exit code
+//!            ├─► manager   watch ► desired ► apply ► status
+//!            ├─► diagnose  gather ► view ► checks ► report
+//!            └─► e2e       steps; the manager in-process, diagnose as the oracle
+//!                  │
+//!                  ▼
+//!   client (User-Agent, scoped Api, Runner reads, CRD wait) ─► apiserver
+//!                  │
+//!                  ▼
+//!   children (ownership, Pod problems, labels) ─► api (types, bounds)
+//!
+//!   rbac (permission list) ─► manifests (CRD, RBAC, manager YAML) ─► manifests/
+//!        └─► the manager's preflight and diagnose's SubjectAccessReviews
 //! ```
+//!
+//! Arrows point down: the manager, diagnose and e2e never import the CLI,
+//! and only the CLI renders (`cli::output`) and maps results to exit codes
+//! (`exit`).
 #![forbid(unsafe_code)]
 
 pub mod api;

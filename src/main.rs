@@ -35,23 +35,9 @@ fn main() -> ExitCode {
     };
     match rt.block_on(cli::run(cli)) {
         Ok(code) => ExitCode::from(code),
-        Err(kubectl_runner::error::Error::Invalid(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::from(exit::USAGE)
-        }
         Err(e) => {
-            eprintln!("error: {e}");
-            // An API error's message already holds the apiserver's reason in
-            // one line; its source chain would repeat it as a debug dump.
-            if matches!(e, kubectl_runner::error::Error::Api { .. }) {
-                return ExitCode::from(exit::FAILURE);
-            }
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                eprintln!("  caused by: {s}");
-                src = s.source();
-            }
-            ExitCode::from(exit::FAILURE)
+            eprint!("{}", cli::output::error(&e));
+            ExitCode::from(exit::for_error(&e))
         }
     }
 }

@@ -48,6 +48,21 @@ impl ServiceAccountRef {
         vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace)]
     }
 
+    /// True when a binding with these subjects applies to this
+    /// ServiceAccount: directly, as its user name, or through the
+    /// ServiceAccount [`groups`](Self::groups).
+    pub fn is_bound_by(&self, subjects: &[k8s_openapi::api::rbac::v1::Subject]) -> bool {
+        let groups = self.groups();
+        subjects.iter().any(|s| match s.kind.as_str() {
+            "ServiceAccount" => {
+                s.name == self.name && s.namespace.as_deref() == Some(self.namespace.as_str())
+            }
+            "User" => s.name == self.user(),
+            "Group" => groups.contains(&s.name),
+            _ => false,
+        })
+    }
+
     /// Every group its token carries, as the authorizer sees them: the
     /// [`groups`](Self::groups) and `system:authenticated`.
     pub fn token_groups(&self) -> Vec<String> {
@@ -116,7 +131,10 @@ pub async fn check_may_impersonate(client: &Client, sa: &ServiceAccountRef) -> R
         return Ok(());
     }
     let me = whoami(client).await.map(|(user, _)| user);
-    Err(Error::Other(cannot_impersonate(sa, me.as_deref())))
+    Err(Error::CannotImpersonate {
+        service_account: sa.to_string(),
+        message: cannot_impersonate(sa, me.as_deref()),
+    })
 }
 
 /// The SelfSubjectAccessReview the apiserver's impersonation filter asks
@@ -164,6 +182,23 @@ mod tests {
             sa.token_groups(),
             ["system:serviceaccounts", "system:serviceaccounts:runner-system", "system:authenticated"]
         );
+    }
+
+    #[test]
+    fn bindings_apply_by_service_account_user_or_group() {
+        use k8s_openapi::api::rbac::v1::Subject;
+        let sa = ServiceAccountRef { namespace: "ns".into(), name: "mgr".into() };
+        let subj = |kind: &str, name: &str, ns: Option<&str>| Subject {
+            kind: kind.into(),
+            name: name.into(),
+            namespace: ns.map(String::from),
+            api_group: None,
+        };
+        assert!(sa.is_bound_by(&[subj("ServiceAccount", "mgr", Some("ns"))]));
+        assert!(!sa.is_bound_by(&[subj("ServiceAccount", "mgr", Some("other"))]));
+        assert!(sa.is_bound_by(&[subj("User", "system:serviceaccount:ns:mgr", None)]));
+        assert!(sa.is_bound_by(&[subj("Group", "system:serviceaccounts:ns", None)]));
+        assert!(!sa.is_bound_by(&[subj("Group", "system:authenticated", None)]));
     }
 
     #[test]

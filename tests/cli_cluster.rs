@@ -16,7 +16,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubectl_runner::api::{CRD_NAME, FINALIZER, Runner, RunnerSpec};
-use kubectl_runner::cli::{Ctx, create, delete, get, uninstall};
+use kubectl_runner::cli::{Ctx, create, delete, uninstall};
+use kubectl_runner::client::runners;
 use support::{TestNs, cli, ensure_crd, wait_for};
 
 fn out(o: &Output) -> String {
@@ -155,7 +156,7 @@ async fn get_lists_one_namespace_with_n_and_every_namespace_with_a() {
     assert!(out(&o).starts_with("NAMESPACE   "), "{}", out(&o));
     assert!(out(&o).lines().any(|l| l.starts_with(&b.name) && l.contains(" two ")), "{}", out(&o));
 
-    let listed = get::list(&ctx(&a), Some(&a.name), None).await.unwrap();
+    let listed = runners::list(&ctx(&a).client, Some(&a.name), None).await.unwrap();
     assert_eq!(listed.len(), 1);
 }
 
@@ -177,7 +178,10 @@ async fn dry_runs_on_the_client_and_the_server_create_nothing() {
         "{}",
         out(&o)
     );
-    assert!(get::list(&ctx(&ns), Some(n), None).await.unwrap().is_empty(), "a dry run created a Runner");
+    assert!(
+        runners::list(&ctx(&ns).client, Some(n), None).await.unwrap().is_empty(),
+        "a dry run created a Runner"
+    );
 }
 
 #[tokio::test]

@@ -217,7 +217,9 @@ async fn an_unknown_runner_fails_and_a_name_with_all_namespaces_is_a_usage_error
     let ns = TestNs::new("diag-404").await;
     ensure_crd(&ns.client).await;
     match try_diagnose(&["nope", "-n", &ns.name]).await {
-        Err(Error::Other(msg)) => assert_eq!(msg, format!("Runner {}/nope not found", ns.name)),
+        Err(e @ Error::RunnerNotFound { .. }) => {
+            assert_eq!(e.to_string(), format!("Runner {}/nope not found", ns.name))
+        }
         other => panic!("expected not found (exit 1), got {other:?}"),
     }
     assert!(matches!(try_diagnose(&["nope", "-A"]).await, Err(Error::Invalid(_))), "exit 2");

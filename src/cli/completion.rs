@@ -180,7 +180,7 @@ pub async fn answer(words: &[String]) -> String {
             };
             let names = async {
                 let ctx = g.connect().await.ok()?;
-                let rs = super::get::list(&ctx, Some(&ctx.namespace.clone()), None).await.ok()?;
+                let rs = crate::client::runners::list(&ctx.client, Some(&ctx.namespace), None).await.ok()?;
                 Some(rs.into_iter().filter_map(|r| r.metadata.name).collect::<Vec<_>>())
             };
             let names =

@@ -16,6 +16,7 @@ use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Runner, RunnerSpec};
+use crate::client::runners;
 use crate::error::{Error, Result};
 
 pub use super::runner_file::from_manifests;
@@ -79,16 +80,14 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
     let name = runner.name_any();
     let api_err = |e| Error::api("create", "Runner", &ns, &name, e);
     let pp = PostParams { dry_run: server_dry_run, field_manager: Some(FIELD_MANAGER.into()) };
-    let body = serde_json::to_vec(runner).map_err(|e| Error::Other(format!("cannot encode Runner: {e}")))?;
+    let body = serde_json::to_vec(runner).map_err(|source| Error::Encode { what: "Runner", source })?;
     let mut req = kube::core::Request::new(Runner::url_path(&(), Some(&ns)))
         .create(&pp, body)
         .map_err(|e| api_err(kube::Error::BuildRequest(e)))?;
     let uri = format!("{}&fieldValidation=Strict", req.uri());
-    *req.uri_mut() = uri.parse().map_err(|e| Error::Other(format!("cannot build request URI: {e}")))?;
-    ctx.client.request::<Runner>(req).await.map_err(|e| match e {
-        e if super::get::crd_missing_message(&e) => Error::CrdMissing,
-        e => api_err(e),
-    })
+    *req.uri_mut() =
+        uri.parse().map_err(|e: http::uri::InvalidUri| api_err(kube::Error::HttpError(e.into())))?;
+    ctx.client.request::<Runner>(req).await.map_err(|e| runners::error("create", &ns, &name, e))
 }
 
 pub use crate::api::is_ready;
@@ -121,7 +120,7 @@ pub async fn wait_ready(
     let start = Instant::now();
     let mut last = String::new();
     loop {
-        let r = super::get::get_one(ctx, ns, name).await?;
+        let r = runners::get(&ctx.client, ns, name).await?;
         if is_ready(&r) {
             return Ok(r);
         }
@@ -131,13 +130,14 @@ pub async fn wait_ready(
             last = line;
         }
         if start.elapsed() >= timeout {
-            let hint =
-                if r.status.is_none() { "; no status was written: is the manager running?" } else { "" };
-            return Err(Error::Other(format!(
-                "timed out after {}s waiting for Runner {ns}/{name} to be Available; last state: {last}{hint}; \
-                 run `kubectl runner diagnose {name} -n {ns}`",
-                timeout.as_secs()
-            )));
+            return Err(Error::WaitRunner {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                goal: "be Available",
+                after: timeout,
+                last,
+                has_status: r.status.is_some(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

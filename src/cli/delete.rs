@@ -16,6 +16,7 @@ use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::Runner;
+use crate::client::runners;
 use crate::error::{Error, Result, is_not_found};
 
 const AFTER_HELP: &str = "\
@@ -74,9 +75,9 @@ pub async fn delete_incarnation(
     match api.delete(name, &delete_params(uid.as_deref())).await {
         Ok(_) => Ok(Deleted::Accepted { name: name.to_string(), uid }),
         Err(e) if is_not_found(&e) => Ok(Deleted::NotFound { name: name.to_string() }),
-        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => Err(Error::Other(format!(
-            "Runner {ns}/{name} was replaced by a new one between the read and the delete;              the new one was not deleted: run the command again to delete it"
-        ))),
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => {
+            Err(Error::RunnerReplaced { namespace: ns.to_string(), name: name.to_string() })
+        }
         Err(e) => Err(Error::api("delete", "Runner", ns, name, e)),
     }
 }
@@ -84,20 +85,14 @@ pub async fn delete_incarnation(
 /// Deletes each Runner in `ns`, each only in the incarnation read just
 /// before ([`delete_incarnation`]). A missing one is reported, not an error.
 pub async fn delete(ctx: &Ctx, ns: &str, names: &[String]) -> Result<Vec<Deleted>> {
-    let api = super::get::runners_api(ctx, Some(ns));
+    let api = runners::api(&ctx.client, Some(ns));
     let mut out = Vec::new();
     for name in names {
-        let uid = match api.get(name).await {
-            Ok(r) => r.uid(),
-            Err(e) if super::get::crd_missing_message(&e) => {
-                return Err(Error::CrdMissing);
-            }
-            Err(e) if is_not_found(&e) => {
-                out.push(Deleted::NotFound { name: name.clone() });
-                continue;
-            }
-            Err(e) => return Err(Error::api("get", "Runner", ns, name, e)),
+        let Some(runner) = runners::get_opt(&ctx.client, ns, name).await? else {
+            out.push(Deleted::NotFound { name: name.clone() });
+            continue;
         };
+        let uid = runner.uid();
         out.push(delete_incarnation(&api, ns, name, uid).await?);
     }
     Ok(out)
@@ -153,7 +148,7 @@ pub async fn wait_gone(
     let start = Instant::now();
     let mut last = Remaining(vec!["?".into()]);
     loop {
-        let runner = super::get::get_opt(ctx, ns, name).await?;
+        let runner = runners::get_opt(&ctx.client, ns, name).await?;
         let kids = children::fetch(&ctx.client, ns, name, uid).await?;
         let left = remaining(runner.as_ref(), uid, &kids);
         if left.is_gone() || start.elapsed() >= timeout {
@@ -171,11 +166,12 @@ fn check_gone(ns: &str, name: &str, timeout: Duration, left: &Remaining) -> Resu
     if left.is_gone() {
         return Ok(());
     }
-    Err(Error::Other(format!(
-        "timed out after {}s deleting Runner {ns}/{name}; still there: {}; run `kubectl runner diagnose {name} -n {ns}`",
-        timeout.as_secs(),
-        left.0.join(", ")
-    )))
+    Err(Error::DeleteTimedOut {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        after: timeout,
+        left: left.0.clone(),
+    })
 }
 
 pub async fn run(g: &Globals, a: DeleteArgs) -> Result<u8> {
@@ -209,7 +205,7 @@ pub async fn run(g: &Globals, a: DeleteArgs) -> Result<u8> {
     }
     output::emit(&text)?;
     if !missing.is_empty() && !a.ignore_not_found {
-        return Err(Error::Other(format!("Runner(s) not found in namespace {ns}: {}", missing.join(", "))));
+        return Err(Error::RunnersNotFound { namespace: ns, names: missing });
     }
     Ok(super::exit::OK)
 }

@@ -32,7 +32,7 @@ pub struct DescribeArgs {
 
 /// Reads the Runner, its children, and Events in its namespace.
 pub async fn describe(ctx: &Ctx, ns: &str, name: &str) -> Result<Description> {
-    let runner = super::get::get_one(ctx, ns, name).await?;
+    let runner = crate::client::runners::get(&ctx.client, ns, name).await?;
     let kids = children::fetch(&ctx.client, ns, name, runner.uid().as_deref()).await?;
     let summaries = children::summarize(&runner, &kids);
     let mut uids: HashSet<String> = runner.uid().into_iter().collect();

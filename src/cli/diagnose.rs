@@ -3,13 +3,12 @@
 //! confirmed finalizer removals happen between a first diagnose and the one
 //! that is reported, so the output shows the state after the fix.
 
-use std::io::Write;
 use std::time::Duration;
 
 use clap::ValueEnum;
 
 use super::args::parse_duration;
-use super::{Ctx, Globals, exit};
+use super::{Ctx, Globals, exit, output};
 use crate::diagnose::snapshot::{ServiceAccountRef, Thresholds};
 use crate::diagnose::{self, Request, fix};
 use crate::error::{Error, Result};
@@ -130,12 +129,9 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// 3 with errors; else 1 when a fix was refused; else 0.
+    /// See [`exit::diagnose`]: 3 with errors; else 1 when a fix was refused; else 0.
     pub fn exit_code(&self) -> u8 {
-        match self.report.exit_code() {
-            exit::OK if self.refused => exit::FAILURE,
-            code => code,
-        }
+        exit::diagnose(self.report.summary.errors, self.refused)
     }
 }
 
@@ -143,10 +139,10 @@ pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
     let ctx = g.connect().await?;
     let outcome = execute(&ctx, &a).await?;
     let text = match a.output {
-        Format::Table => outcome.report.to_table(),
-        Format::Json => outcome.report.to_json(),
+        Format::Table => output::diagnose::table(&outcome.report),
+        Format::Json => output::diagnose::json(&outcome.report),
     };
-    emit(&text)?;
+    output::emit(&text)?;
     Ok(outcome.exit_code())
 }
 
@@ -158,7 +154,7 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     if let Some(name) = &req.name {
         let looked = snapshot.crd.is_some() && snapshot.gaps.is_empty() && snapshot.cluster.is_ok();
         if looked && snapshot.runners.is_empty() {
-            return Err(Error::Other(format!("Runner {}/{name} not found", ctx.namespace)));
+            return Err(Error::RunnerNotFound { namespace: ctx.namespace.clone(), name: name.clone() });
         }
     }
     let mut refused = false;
@@ -199,17 +195,6 @@ fn confirmed(yes: bool, question: &str) -> Result<bool> {
             false
         }
     })
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is success, not an error.
-fn emit(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(Error::Other(format!("writing output: {e}")))
-        }
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

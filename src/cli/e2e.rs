@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Globals;
+use super::{Globals, output};
 use crate::e2e::{self, Options};
 use crate::error::{Error, Result};
 
@@ -65,10 +65,11 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         )));
     }
     let ctx = g.connect().await?;
-    let version =
-        ctx.client.apiserver_version().await.map_err(|e| {
-            Error::Other(format!("cluster not reachable: {}", crate::error::describe_kube(&e)))
-        })?;
+    let version = ctx
+        .client
+        .apiserver_version()
+        .await
+        .map_err(|e| Error::ClusterUnreachable(crate::error::describe_kube(&e)))?;
     eprintln!("e2e on context {context:?} (Kubernetes {}.{})", version.major, version.minor);
     let opts = Options {
         use_running_manager: a.use_running_manager,
@@ -79,14 +80,14 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         artifacts: a.artifacts,
     };
     let spinner = super::progress::Progress::spinner("running the lifecycle");
-    let progress = |s: &e2e::StepResult| spinner.println(e2e::report::step_line(s));
+    let progress = |s: &e2e::StepResult| spinner.println(output::e2e::step_line(s));
     let report = e2e::run(ctx.client, opts, &progress).await?;
     drop(spinner);
-    match a.output {
-        E2eOutput::Json => println!("{}", report.to_json()),
-        E2eOutput::Table => println!("{}", report.summary()),
-    }
-    Ok(if report.passed() { super::exit::OK } else { super::exit::FAILURE })
+    output::emit(&match a.output {
+        E2eOutput::Json => output::e2e::json(&report),
+        E2eOutput::Table => output::e2e::summary(&report),
+    })?;
+    Ok(super::exit::e2e(report.passed()))
 }
 
 /// The context that will be used: --context, else the kubeconfig's current one.

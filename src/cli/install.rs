@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 
 use super::args::{DryRun, parse_duration};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::FIELD_MANAGER;
+use crate::client::scoped_dynamic;
 use crate::error::{Error, Result, is_not_found};
 use crate::manifests::{self, Manifest, RbacScope};
 
@@ -53,13 +54,6 @@ pub fn plan_install(a: &InstallArgs) -> Vec<Manifest> {
     manifests::all(a.with_manager.then_some(a.image.as_deref()).flatten(), &scope)
 }
 
-pub(super) fn dynamic_api(ctx: &Ctx, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
-    match namespace {
-        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, ar),
-        None => Api::all_with(ctx.client.clone(), ar),
-    }
-}
-
 /// Server-side applies each manifest in order (forcing ownership of the
 /// fields this tool sets, with strict field validation), then waits for the
 /// CRD to be Established. Returns `Kind/name` of each applied object.
@@ -79,7 +73,7 @@ pub async fn install(
     for m in items {
         let name = m.object.name_any();
         let ns = m.object.namespace();
-        let api = dynamic_api(ctx, &m.resource, ns.as_deref().filter(|_| m.namespaced));
+        let api = scoped_dynamic(&ctx.client, &m.resource, ns.as_deref().filter(|_| m.namespaced));
         match api.patch(&name, &pp, &Patch::Apply(&m.object)).await {
             Ok(_) => done.push(m.describe()),
             Err(e)
@@ -92,7 +86,7 @@ pub async fn install(
             Err(e) => {
                 return Err(Error::api(
                     "apply",
-                    kind_static(&m.resource.kind),
+                    m.resource.kind.clone(),
                     ns.as_deref().unwrap_or(""),
                     &name,
                     e,
@@ -104,22 +98,6 @@ pub async fn install(
         wait_established(ctx, timeout).await?;
     }
     Ok(done)
-}
-
-/// `Error::Api` wants a `&'static str` kind; the kinds this tool applies
-/// are a fixed set.
-pub(super) fn kind_static(kind: &str) -> &'static str {
-    const KINDS: &[&str] = &[
-        "CustomResourceDefinition",
-        "Namespace",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-        "Deployment",
-    ];
-    KINDS.iter().find(|k| **k == kind).copied().unwrap_or("object")
 }
 
 async fn wait_established(ctx: &Ctx, timeout: Duration) -> Result<()> {

@@ -1,7 +1,8 @@
 //! The `kubectl runner` command tree. Each subcommand lives in its own file:
 //! its clap `Args`, then `run(&Globals, args)` that validates, calls the API,
-//! and hands data to `output` for printing. The exceptions print as they
-//! go: `get -w`, `diagnose` and `e2e` reports, and `uninstall`'s notices.
+//! hands the data to `output` for rendering and returns the exit code from
+//! [`exit`]. Results go to stdout through `output::emit`; spinners, prompts
+//! and notices (`--fix`, `uninstall`) go to stderr.
 
 use clap::{Parser, Subcommand};
 

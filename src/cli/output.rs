@@ -1,5 +1,6 @@
 //! The only place that renders what the CLI prints: tables like `kubectl
-//! get` (comfy-table, no borders), YAML, JSON, `-o name`, and `describe`.
+//! get` (comfy-table, no borders), YAML, JSON, `-o name`, `describe`, the
+//! `diagnose` and `e2e` reports, and the error lines `main` prints.
 //!
 //! Every function here is pure (data and the current time in, a `String`
 //! out) except [`emit`], which writes to stdout and treats a closed pipe
@@ -18,6 +19,8 @@ use crate::api::{GROUP, Runner, condition};
 use crate::error::{Error, Result};
 
 pub mod describe;
+pub mod diagnose;
+pub mod e2e;
 pub use describe::{describe, event_time};
 
 /// Writes `text` to stdout. A broken pipe is success: the reader had enough.
@@ -26,8 +29,28 @@ pub fn emit(text: &str) -> Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::Other(format!("cannot write to stdout: {e}"))),
+        Err(e) => Err(Error::WriteOutput(e)),
     }
+}
+
+/// What `main` prints on stderr for a failed command: `error: ...`, then
+/// each cause. Invalid input and API errors are one line: an API error's
+/// message already holds the apiserver's reason, which its source chain
+/// would repeat as a debug dump.
+pub fn error(e: &Error) -> String {
+    let mut out = match e {
+        Error::Invalid(msg) => return format!("error: {msg}\n"),
+        e => format!("error: {e}\n"),
+    };
+    if matches!(e, Error::Api { .. }) {
+        return out;
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        out += &format!("  caused by: {s}\n");
+        src = s.source();
+    }
+    out
 }
 
 /// `runner.lab.cloudlab.training/NAME`, what kubectl prints for `-o name`.
@@ -283,15 +306,6 @@ pub fn yaml<T: Serialize>(v: &T) -> String {
 /// Lines for `install`: `Kind/name applied`.
 pub fn applied(described: &[String], verb: &str) -> String {
     described.iter().map(|d| format!("{d} {verb}\n")).collect()
-}
-
-/// `namespace/name` per Runner, for uninstall's refusal.
-pub fn runner_refs(items: &[Runner]) -> String {
-    items
-        .iter()
-        .map(|r| format!("{}/{}", r.namespace().unwrap_or_default(), r.name_any()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

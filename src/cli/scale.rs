@@ -2,7 +2,7 @@
 //! scale subresource (what `kubectl scale` and an HPA use), so the CLI
 //! exercises the same path as other clients.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use kube::api::{Patch, PatchParams};
@@ -12,6 +12,7 @@ use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::{DEFAULT_PORT, FIELD_MANAGER, Runner, RunnerSpec};
+use crate::client::runners;
 use crate::error::{Error, Result};
 
 const AFTER_HELP: &str = "\
@@ -51,14 +52,11 @@ pub fn validate_replicas(replicas: i32) -> Result<()> {
 /// `fieldValidation=Strict`. Returns the Scale the apiserver wrote.
 pub async fn scale(ctx: &Ctx, ns: &str, name: &str, replicas: i32) -> Result<Scale> {
     validate_replicas(replicas)?;
-    let api = super::get::runners_api(ctx, Some(ns));
+    let api = runners::api(&ctx.client, Some(ns));
     let pp =
         PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }.validation_strict();
     let patch = serde_json::json!({ "spec": { "replicas": replicas } });
-    api.patch_scale(name, &pp, &Patch::Merge(&patch)).await.map_err(|e| match e {
-        e if super::get::crd_missing_message(&e) => Error::CrdMissing,
-        e => Error::api("scale", "Runner", ns, name, e),
-    })
+    api.patch_scale(name, &pp, &Patch::Merge(&patch)).await.map_err(|e| runners::error("scale", ns, name, e))
 }
 
 /// Polls until the Runner is ready at its current spec (see
@@ -70,10 +68,9 @@ pub async fn wait_scaled(
     timeout: Duration,
     on_change: &mut dyn FnMut(&Runner),
 ) -> Result<Runner> {
-    let start = Instant::now();
     super::create::wait_ready(ctx, ns, name, timeout, on_change).await.map_err(|e| match e {
-        Error::Other(m) if start.elapsed() >= timeout => {
-            Error::Other(m.replace("to be Available", "to scale"))
+        Error::WaitRunner { namespace, name, after, last, has_status, .. } => {
+            Error::WaitRunner { namespace, name, goal: "scale", after, last, has_status }
         }
         e => e,
     })
@@ -94,7 +91,7 @@ pub async fn run(g: &Globals, a: ScaleArgs) -> Result<u8> {
     };
     let text = match (a.output, runner) {
         (Some(f), Some(r)) => output::runners(&[r], f.into(), true),
-        (Some(f), None) => output::runners(&[super::get::get_one(&ctx, &ns, &a.name).await?], f.into(), true),
+        (Some(f), None) => output::runners(&[runners::get(&ctx.client, &ns, &a.name).await?], f.into(), true),
         (None, Some(r)) => {
             output::action_line(&a.name, "scaled", None) + &super::create::progress_line(&r) + "\n"
         }

@@ -8,14 +8,14 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams};
 
 use super::args::parse_duration;
-use super::install::{dynamic_api, kind_static};
 use super::output;
 use super::progress::{Progress, confirm};
 use super::{Ctx, Globals};
 use crate::api::{FINALIZER, Runner, remove_finalizer_patch};
+use crate::client::{runners, scoped_dynamic};
 use crate::error::{Error, Result, is_not_found};
 use crate::manifests::{self, INSTALLED_BY_LABEL, INSTALLED_BY_VALUE, RbacScope};
 
@@ -73,10 +73,10 @@ pub async fn plan_uninstall(ctx: &Ctx) -> Result<Vec<Target>> {
     let lp = ListParams::default().labels(&format!("{INSTALLED_BY_LABEL}={INSTALLED_BY_VALUE}"));
     let mut out = Vec::new();
     for (ar, _namespaced) in installable_kinds().into_iter().rev() {
-        let list = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar)
+        let list = scoped_dynamic(&ctx.client, &ar, None)
             .list(&lp)
             .await
-            .map_err(|e| Error::api("list", kind_static(&ar.kind), "", "", e))?;
+            .map_err(|e| Error::api("list", ar.kind.clone(), "", "", e))?;
         for o in list.items {
             out.push(Target { resource: ar.clone(), namespace: o.namespace(), name: o.name_any() });
         }
@@ -84,21 +84,19 @@ pub async fn plan_uninstall(ctx: &Ctx) -> Result<Vec<Target>> {
     Ok(out)
 }
 
-/// Pure: the refusal message while Runners exist and `--force` is absent.
-pub fn refusal(runners: &[Runner], force: bool) -> Option<String> {
-    (!runners.is_empty() && !force).then(|| {
-        format!(
-            "refusing to uninstall: {} Runner(s) still exist: {}; delete them first \
-             (kubectl runner delete ...) or pass --force to delete them too",
-            runners.len(),
-            output::runner_refs(runners)
-        )
+/// Pure: the refusal while Runners exist and `--force` is absent.
+pub fn refusal(runners: &[Runner], force: bool) -> Option<Error> {
+    (!runners.is_empty() && !force).then(|| Error::RunnersExist {
+        runners: runners
+            .iter()
+            .map(|r| format!("{}/{}", r.namespace().unwrap_or_default(), r.name_any()))
+            .collect(),
     })
 }
 
 /// Runners in all namespaces; none when the CRD is absent.
 async fn all_runners(ctx: &Ctx) -> Result<Vec<Runner>> {
-    match super::get::list(ctx, None, None).await {
+    match runners::list(&ctx.client, None, None).await {
         Err(Error::CrdMissing) => Ok(Vec::new()),
         other => other,
     }
@@ -112,7 +110,7 @@ async fn all_runners(ctx: &Ctx) -> Result<Vec<Runner>> {
 pub async fn delete_all_runners(ctx: &Ctx, timeout: Duration) -> Result<Vec<String>> {
     for r in all_runners(ctx).await? {
         let ns = r.namespace().unwrap_or_default();
-        let api = super::get::runners_api(ctx, Some(&ns));
+        let api = runners::api(&ctx.client, Some(&ns));
         match api.delete(&r.name_any(), &DeleteParams::default()).await {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => {}
@@ -138,7 +136,7 @@ pub async fn strip_finalizers(ctx: &Ctx, runners: &[Runner]) -> Result<Vec<Strin
     let mut notes = Vec::new();
     for r in runners {
         let ns = r.namespace().unwrap_or_default();
-        let api = super::get::runners_api(ctx, Some(&ns));
+        let api = runners::api(&ctx.client, Some(&ns));
         if remove_our_finalizer(&api, &ns, &r.name_any()).await? {
             notes.push(format!("removed the finalizer {FINALIZER} of Runner {ns}/{}", r.name_any()));
         }
@@ -172,18 +170,13 @@ pub async fn remove_our_finalizer(api: &Api<Runner>, ns: &str, name: &str) -> Re
 pub async fn uninstall(ctx: &Ctx, targets: &[Target]) -> Result<Vec<String>> {
     let mut done = Vec::new();
     for t in targets {
-        let api = dynamic_api(ctx, &t.resource, t.namespace.as_deref());
+        let api = scoped_dynamic(&ctx.client, &t.resource, t.namespace.as_deref());
         match api.delete(&t.name, &DeleteParams::background()).await {
             Ok(_) => done.push(t.describe()),
             Err(e) if is_not_found(&e) => {}
             Err(e) => {
-                return Err(Error::api(
-                    "delete",
-                    kind_static(&t.resource.kind),
-                    t.namespace.as_deref().unwrap_or(""),
-                    &t.name,
-                    e,
-                ));
+                let ns = t.namespace.as_deref().unwrap_or("");
+                return Err(Error::api("delete", t.resource.kind.clone(), ns, &t.name, e));
             }
         }
     }
@@ -195,8 +188,8 @@ pub async fn run_uninstall(g: &Globals, a: UninstallArgs) -> Result<u8> {
     // Refuse before asking anything: existing Runners would lose their
     // manager and be stuck behind their finalizer.
     let runners = all_runners(&ctx).await?;
-    if let Some(msg) = refusal(&runners, a.force) {
-        return Err(Error::Other(msg));
+    if let Some(refused) = refusal(&runners, a.force) {
+        return Err(refused);
     }
     let targets = plan_uninstall(&ctx).await?;
     if targets.is_empty() && runners.is_empty() {
@@ -242,9 +235,9 @@ mod tests {
             "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
             "metadata": { "name": "web", "namespace": "team" }, "spec": { "image": "nginx" } }))
         .unwrap();
-        let msg = refusal(std::slice::from_ref(&r), false).unwrap();
-        assert!(msg.contains("team/web") && msg.contains("--force"), "{msg}");
-        assert_eq!(refusal(&[r], true), None);
-        assert_eq!(refusal(&[], false), None);
+        let msg = refusal(std::slice::from_ref(&r), false).unwrap().to_string();
+        assert!(msg.contains("1 Runner(s) still exist: team/web;") && msg.contains("--force"), "{msg}");
+        assert!(refusal(&[r], true).is_none());
+        assert!(refusal(&[], false).is_none());
     }
 }

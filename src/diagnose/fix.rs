@@ -47,17 +47,18 @@ pub async fn remove_finalizer(client: &Client, fix: &FinalizerFix) -> Result<()>
     let runners: Api<Runner> = Api::namespaced(client.clone(), ns);
     let r = runners.get(name).await.map_err(|e| Error::api("get", "Runner", ns, name, e))?;
     if r.metadata.uid.as_deref() != Some(fix.uid.as_str()) {
-        return Err(Error::Other(format!("Runner {ns}/{name} was re-created meanwhile; not touching it")));
+        return Err(Error::FixRecreated { namespace: ns.to_string(), name: name.to_string() });
     }
     if !r.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(());
     }
     let remaining = remaining_children(client, ns, &fix.uid).await?;
     if !remaining.is_empty() {
-        return Err(Error::Other(format!(
-            "Runner {ns}/{name} still has children ({}); not removing {FINALIZER}",
-            remaining.join(", ")
-        )));
+        return Err(Error::FixChildrenRemain {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            children: remaining,
+        });
     }
     // The resourceVersion makes the patch conditional: if anything changed
     // since the read above, the apiserver answers 409 and nothing is removed.

@@ -4,12 +4,13 @@
 //! ```text
 //!   gather (API reads, SubjectAccessReviews) ──► Snapshot
 //!   checks (pure, one module per rule group)  ──► Vec<Finding>
-//!   report (table | JSON, exit code)          ──► stdout, 0 / 3
+//!   report (counts by severity, findings)     ──► the CLI renders it and exits 0 / 3
 //!   fix    (--fix: our finalizer, when the children are gone)
 //! ```
 //!
-//! Only `gather` and `fix` talk to the API; `checks` and `report` are pure
-//! and unit-tested rule by rule.
+//! Only `gather` and `fix` talk to the API; `view`, `checks` and `report` are
+//! pure and unit-tested rule by rule. `view` holds the readings of a
+//! snapshot that both `gather` and `checks` need.
 
 pub mod checks;
 pub mod finding;
@@ -17,6 +18,7 @@ pub mod fix;
 pub mod gather;
 pub mod report;
 pub mod snapshot;
+pub mod view;
 
 pub use finding::{Code, Finding, ObjectRef, Severity};
 pub use gather::Request;

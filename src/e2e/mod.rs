@@ -6,7 +6,7 @@
 //! preflight ─► namespace (+CRD) ─► manager (in-process | running) ─► steps ─► cleanup
 //!                                                                    │ each: run, time, oracle
 //!                                                                    ▼
-//!                                                              Report (table or JSON)
+//!                                                              Report (data: the CLI renders it)
 //! ```
 pub mod oracle;
 pub mod report;
@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
 
 pub use report::{Report, StepResult};
 
@@ -51,75 +51,21 @@ pub struct Options {
 pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) -> Result<Report> {
     let started = Instant::now();
     let ns = format!("runner-e2e-{:06x}", rand::random::<u32>() & 0xffffff);
-    create_namespace(&client, &ns).await?;
-    let installed_crd = match ensure_crd(&client).await {
-        Ok(installed) => installed,
-        Err(e) => {
-            delete_namespace(&client, &ns).await;
-            return Err(e);
-        }
-    };
-    let mut manager = None;
-    if !opts.use_running_manager {
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let cfg = crate::manager::Config::namespaced(&ns);
-        let task = tokio::spawn(crate::manager::run(client.clone(), cfg, async move {
-            let _ = rx.await;
-        }));
-        manager = Some((tx, task));
-    }
-
+    let installed_crd = set_up(&client, &ns).await?;
+    let manager = (!opts.use_running_manager).then(|| InProcessManager::start(&client, &ns));
     let ctx = steps::Ctx { client: client.clone(), ns: ns.clone(), opts: opts.clone() };
     let mut results = Vec::new();
-    let lifecycle = async {
-        for step in steps::all() {
-            let t = Instant::now();
-            let outcome = tokio::time::timeout(opts.timeout, (step.run)(&ctx)).await;
-            let (mut ok, mut detail) = match outcome {
-                Ok(Ok(detail)) => (true, detail),
-                Ok(Err(e)) => (false, e.to_string()),
-                Err(_) => (false, format!("timed out after {:?}", opts.timeout)),
-            };
-            if ok {
-                let errors = oracle::errors(&client, &ns, opts.use_running_manager).await;
-                if !errors.is_empty() {
-                    ok = false;
-                    detail = format!("diagnose found errors: {}", errors.join("; "));
-                }
-            }
-            let r =
-                StepResult { name: step.name.to_string(), ok, seconds: t.elapsed().as_secs_f64(), detail };
-            progress(&r);
-            results.push(r);
-            if !ok {
-                break;
-            }
-        }
-    };
     let interrupted = tokio::select! {
-        _ = lifecycle => false,
+        _ = run_steps(&ctx, progress, &mut results) => false,
         _ = tokio::signal::ctrl_c() => true,
     };
     let failed = interrupted || results.iter().any(|r| !r.ok);
     let artifacts = if failed { steps::dump_artifacts(&ctx).await.ok() } else { None };
-
-    if let Some((tx, task)) = manager {
-        let _ = tx.send(());
-        if let Ok(Err(e)) = task.await {
-            results.push(StepResult {
-                name: "manager".into(),
-                ok: false,
-                seconds: 0.0,
-                detail: e.to_string(),
-            });
-        }
+    if let Some(manager) = manager {
+        results.extend(manager.stop().await);
     }
     if !opts.keep {
-        delete_namespace(&client, &ns).await;
-        if installed_crd {
-            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-            let _ = crds.delete(CRD_NAME, &DeleteParams::default()).await;
-        }
+        clean_up(&client, &ns, installed_crd).await;
     }
     Ok(Report {
         namespace: ns,
@@ -132,6 +78,89 @@ pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) 
     })
 }
 
+/// The namespace, and the CRD when absent; true when this run installed
+/// the CRD. A failure removes the namespace again.
+async fn set_up(client: &Client, ns: &str) -> Result<bool> {
+    create_namespace(client, ns).await?;
+    match ensure_crd(client).await {
+        Ok(installed) => Ok(installed),
+        Err(e) => {
+            delete_namespace(client, ns).await;
+            Err(e)
+        }
+    }
+}
+
+/// Removes the namespace, and the CRD when this run installed it.
+async fn clean_up(client: &Client, ns: &str, installed_crd: bool) {
+    delete_namespace(client, ns).await;
+    if installed_crd {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let _ = crds.delete(CRD_NAME, &DeleteParams::default()).await;
+    }
+}
+
+/// A manager reconciling only the e2e namespace, in this process.
+struct InProcessManager {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl InProcessManager {
+    fn start(client: &Client, ns: &str) -> InProcessManager {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let cfg = crate::manager::Config::namespaced(ns);
+        let task = tokio::spawn(crate::manager::run(client.clone(), cfg, async move {
+            let _ = stopped.await;
+        }));
+        InProcessManager { stop, task }
+    }
+
+    /// Stops it; a failed step named "manager" when it ended in an error.
+    async fn stop(self) -> Option<StepResult> {
+        let _ = self.stop.send(());
+        match self.task.await {
+            Ok(Err(e)) => {
+                Some(StepResult { name: "manager".into(), ok: false, seconds: 0.0, detail: e.to_string() })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Runs the steps in order into `results`, reporting each, until one fails.
+async fn run_steps(ctx: &steps::Ctx, progress: &dyn Fn(&StepResult), results: &mut Vec<StepResult>) {
+    for step in steps::all() {
+        let r = run_step(ctx, &step).await;
+        progress(&r);
+        let ok = r.ok;
+        results.push(r);
+        if !ok {
+            break;
+        }
+    }
+}
+
+/// One step under the step timeout; once it passes, the namespace must also
+/// show no `diagnose` errors ([`oracle`]).
+async fn run_step(ctx: &steps::Ctx, step: &steps::Step) -> StepResult {
+    let t = Instant::now();
+    let timeout = ctx.opts.timeout;
+    let (mut ok, mut detail) = match tokio::time::timeout(timeout, (step.run)(ctx)).await {
+        Ok(Ok(detail)) => (true, detail),
+        Ok(Err(e)) => (false, e.to_string()),
+        Err(_) => (false, format!("timed out after {timeout:?}")),
+    };
+    if ok {
+        let errors = oracle::errors(&ctx.client, &ctx.ns, ctx.opts.use_running_manager).await;
+        if !errors.is_empty() {
+            ok = false;
+            detail = format!("diagnose found errors: {}", errors.join("; "));
+        }
+    }
+    StepResult { name: step.name.to_string(), ok, seconds: t.elapsed().as_secs_f64(), detail }
+}
+
 /// A context name that looks like production: e2e refuses it without --yes.
 pub fn looks_like_production(context: &str) -> bool {
     let c = context.to_lowercase();
@@ -141,9 +170,11 @@ pub fn looks_like_production(context: &str) -> bool {
 }
 
 async fn create_namespace(client: &Client, ns: &str) -> Result<()> {
-    let obj: Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": ns, "labels": { E2E_LABEL: "true" } } }))
-            .map_err(|e| Error::Other(e.to_string()))?;
+    let labels = [(E2E_LABEL.to_string(), "true".to_string())].into();
+    let obj = Namespace {
+        metadata: ObjectMeta { name: Some(ns.to_string()), labels: Some(labels), ..Default::default() },
+        ..Default::default()
+    };
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &obj)
         .await

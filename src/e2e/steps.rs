@@ -110,11 +110,13 @@ async fn children_owned(c: &Ctx) -> Result<String> {
         ns_api::<Deployment>(c).get(WEB).await.map_err(|e| Error::api("get", "Deployment", &c.ns, WEB, e))?;
     let s = ns_api::<Service>(c).get(WEB).await.map_err(|e| Error::api("get", "Service", &c.ns, WEB, e))?;
     if ownership(&d.metadata, &uid) != Ownership::Ours || ownership(&s.metadata, &uid) != Ownership::Ours {
-        return Err(Error::Other(format!("Deployment or Service is not controlled by Runner UID {uid}")));
+        return Err(Error::StepFailed(format!(
+            "Deployment or Service is not controlled by Runner UID {uid}"
+        )));
     }
     let ip = s.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
     if ip.is_empty() || ip == "None" {
-        return Err(Error::Other("the Service has no ClusterIP".into()));
+        return Err(Error::StepFailed("the Service has no ClusterIP".into()));
     }
     Ok(format!("uid {uid}, clusterIP {ip}"))
 }
@@ -156,7 +158,7 @@ async fn rollout(c: &Ctx) -> Result<String> {
         ns_api::<Deployment>(c).get(WEB).await.map_err(|e| Error::api("get", "Deployment", &c.ns, WEB, e))?;
     let live = d.spec.template.spec.and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
     if live.as_deref() != Some(image.as_str()) {
-        return Err(Error::Other(format!("Deployment image is {live:?}, want {image}")));
+        return Err(Error::StepFailed(format!("Deployment image is {live:?}, want {image}")));
     }
     Ok(format!("{} updated replicas on {image}", r.status.map(|s| s.updated_replicas).unwrap_or(0)))
 }
@@ -168,7 +170,7 @@ async fn foreign(c: &Ctx) -> Result<String> {
                   "template": { "metadata": { "labels": { "app": SQUAT } },
                                 "spec": { "containers": [{ "name": "c", "image": c.opts.image }] } } }
     }))
-    .map_err(|e| Error::Other(e.to_string()))?;
+    .map_err(|source| Error::Encode { what: "the foreign Deployment", source })?;
     let deps = ns_api::<Deployment>(c);
     let before = deps
         .create(&PostParams::default(), &squatter)
@@ -203,7 +205,7 @@ async fn foreign(c: &Ctx) -> Result<String> {
         || after.metadata.owner_references.is_some()
         || after.metadata.generation != before.metadata.generation
     {
-        return Err(Error::Other("the foreign Deployment was changed or replaced".into()));
+        return Err(Error::StepFailed("the foreign Deployment was changed or replaced".into()));
     }
     Ok("AdoptionRefused; the squatter survived the Runner's deletion".into())
 }
@@ -231,8 +233,7 @@ async fn delete(c: &Ctx) -> Result<String> {
 /// `<artifacts>/<namespace>/`, for a failed run.
 pub async fn dump_artifacts(c: &Ctx) -> Result<std::path::PathBuf> {
     let dir = c.opts.artifacts.join(&c.ns);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::Other(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Artifacts { dir: dir.clone(), source })?;
     let lp = ListParams::default();
     let write = |name: &str, yaml: String| std::fs::write(dir.join(name), yaml);
     let to_yaml = |v: &dyn erased::Yaml| v.yaml();

@@ -30,7 +30,8 @@ pub async fn try_diagnose(args: &[&str]) -> kubectl_runner::error::Result<(u8, V
     let Command::Diagnose(a) = cli.command else { unreachable!("parsed as diagnose") };
     let ctx = cli.globals.connect().await?;
     let outcome = execute(&ctx, &a).await?;
-    let json = serde_json::from_str(&outcome.report.to_json()).expect("the report is JSON");
+    let text = kubectl_runner::cli::output::diagnose::json(&outcome.report);
+    let json = serde_json::from_str(&text).expect("the report is JSON");
     Ok((outcome.exit_code(), json))
 }
 

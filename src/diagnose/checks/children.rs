@@ -8,9 +8,9 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
-use super::manager_view::{self, View};
 use super::{controlled_by, controller, ns_flag, runner_age, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL, condition};
+use crate::diagnose::view::manager::{self as manager_view, View};
 
 /// One child slot: its kind, the resource the manager writes it through, and
 /// the same-name object found, if any.

@@ -15,10 +15,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding};
-use super::super::snapshot::{RunnerState, Snapshot};
-use super::manager_view::{self, View};
+use super::super::snapshot::{AccessCheck, RunnerState, Snapshot};
 use super::{age, controlled_by, human, ns_flag, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL};
+use crate::diagnose::view::manager::{self as manager_view, View};
 
 /// What the finalizer promises, said wherever removing it comes up.
 pub fn promise(rs: &RunnerState) -> String {
@@ -71,6 +71,8 @@ pub fn children_gone(rs: &RunnerState) -> bool {
     owned_children(rs).is_empty()
 }
 
+/// A Runner stuck Terminating: one finding whose evidence says what still
+/// exists, what keeps it from going, and whose fix depends on both.
 pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
     let Some(stuck) = stuck_for(s, rs) else { return vec![] };
     let ns = rs.runner.namespace().unwrap_or_default();
@@ -81,64 +83,15 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         format!("Runner {ns}/{name} has been Terminating for {}, held by {FINALIZER}", human(stuck)),
     );
     let children = owned_children(rs);
-    for (kind, m) in &children {
-        let fins = m.finalizers.clone().unwrap_or_default();
-        let line = match &m.deletion_timestamp {
-            None => format!(
-                "{kind} {ns}/{} still exists and is not being deleted",
-                m.name.as_deref().unwrap_or("")
-            ),
-            Some(t) if fins.iter().any(|f| f == "foregroundDeletion") => format!(
-                "{kind} {ns}/{} is in foreground deletion since {} ago, waiting for its own dependents (finalizers: {})",
-                m.name.as_deref().unwrap_or(""),
-                human(age(s.now, t.0)),
-                fins.join(", ")
-            ),
-            Some(t) if !fins.is_empty() => format!(
-                "{kind} {ns}/{} is being deleted since {} ago but held by finalizers: {}",
-                m.name.as_deref().unwrap_or(""),
-                human(age(s.now, t.0)),
-                fins.join(", ")
-            ),
-            Some(t) => format!(
-                "{kind} {ns}/{} is being deleted since {} ago",
-                m.name.as_deref().unwrap_or(""),
-                human(age(s.now, t.0))
-            ),
-        };
-        f = f.evidence(line);
-    }
     let v = manager_view::view(s);
-    if v.absent() {
-        f = f.evidence(View::ABSENT_SHORT);
-    }
-    if v.ignores(&ns) {
-        f = f.evidence(format!(
-            "the in-cluster manager watches only {}, not {ns}",
-            v.watched.clone().unwrap_or_default().join(", ")
-        ));
-    }
-    let needed = |a: &&super::super::snapshot::AccessCheck| {
-        let child_delete = a.verb == "delete"
-            && ["deployments", "services", "ingresses"].contains(&a.permission.resource)
-            && !children.is_empty();
-        let runner_write = a.permission.resource == "runners" && ["patch", "update"].contains(&a.verb);
-        !a.allowed && (child_delete || runner_write) && (a.namespace == ns || a.namespace.is_empty())
-    };
-    for a in s.access.iter().filter(needed) {
-        f = f.evidence(format!(
-            "{} can't {} {} in {ns}",
-            s.service_account,
-            a.verb,
-            a.permission.resource_ref()
-        ));
-    }
-    let others: Vec<&String> = rs.runner.finalizers().iter().filter(|x| *x != FINALIZER).collect();
-    if !others.is_empty() {
-        f = f.evidence(format!(
-            "also held by finalizers that are not ours: {}",
-            others.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-        ));
+    let evidence = children.iter().map(|(kind, m)| child_state(s, &ns, kind, m)).chain(blockers(
+        s,
+        rs,
+        &v,
+        !children.is_empty(),
+    ));
+    for line in evidence {
+        f = f.evidence(line);
     }
     if children.is_empty() && !v.absent() && !v.ignores(&ns) {
         f = f.evidence(
@@ -146,7 +99,67 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         );
     }
     f = f.evidence(promise(rs));
-    let fix = if children.is_empty() {
+    vec![f.fix(fix(rs, &v, children.is_empty()))]
+}
+
+/// Where a child that still exists is in its own deletion.
+fn child_state(s: &Snapshot, ns: &str, kind: &str, m: &ObjectMeta) -> String {
+    let name = m.name.as_deref().unwrap_or("");
+    let fins = m.finalizers.clone().unwrap_or_default();
+    match &m.deletion_timestamp {
+        None => format!("{kind} {ns}/{name} still exists and is not being deleted"),
+        Some(t) if fins.iter().any(|f| f == "foregroundDeletion") => format!(
+            "{kind} {ns}/{name} is in foreground deletion since {} ago, waiting for its own dependents (finalizers: {})",
+            human(age(s.now, t.0)),
+            fins.join(", ")
+        ),
+        Some(t) if !fins.is_empty() => format!(
+            "{kind} {ns}/{name} is being deleted since {} ago but held by finalizers: {}",
+            human(age(s.now, t.0)),
+            fins.join(", ")
+        ),
+        Some(t) => format!("{kind} {ns}/{name} is being deleted since {} ago", human(age(s.now, t.0))),
+    }
+}
+
+/// What keeps the Runner from going: no manager, a manager that does not
+/// watch its namespace, permissions the manager lacks for the cleanup (child
+/// deletes only while children remain), finalizers that are not ours.
+fn blockers(s: &Snapshot, rs: &RunnerState, v: &View, children_left: bool) -> Vec<String> {
+    let ns = rs.runner.namespace().unwrap_or_default();
+    let mut out = vec![];
+    if v.absent() {
+        out.push(View::ABSENT_SHORT.to_string());
+    }
+    if v.ignores(&ns) {
+        out.push(format!(
+            "the in-cluster manager watches only {}, not {ns}",
+            v.watched.clone().unwrap_or_default().join(", ")
+        ));
+    }
+    let needed = |a: &&AccessCheck| {
+        let child_delete = a.verb == "delete"
+            && ["deployments", "services", "ingresses"].contains(&a.permission.resource)
+            && children_left;
+        let runner_write = a.permission.resource == "runners" && ["patch", "update"].contains(&a.verb);
+        !a.allowed && (child_delete || runner_write) && (a.namespace == ns || a.namespace.is_empty())
+    };
+    for a in s.access.iter().filter(needed) {
+        out.push(format!("{} can't {} {} in {ns}", s.service_account, a.verb, a.permission.resource_ref()));
+    }
+    let others: Vec<&str> =
+        rs.runner.finalizers().iter().map(String::as_str).filter(|x| *x != FINALIZER).collect();
+    if !others.is_empty() {
+        out.push(format!("also held by finalizers that are not ours: {}", others.join(", ")));
+    }
+    out
+}
+
+/// Remove the finalizer only when the children are gone; else start the
+/// manager when there is none; else look at what holds the children.
+fn fix(rs: &RunnerState, v: &View, children_gone: bool) -> String {
+    let name = rs.runner.name_any();
+    if children_gone {
         format!(
             "kubectl runner diagnose {name} {} --fix   # the children are gone, so removing the finalizer breaks no promise",
             ns_flag(rs)
@@ -158,8 +171,7 @@ pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
             "kubectl {} get deployment,service,ingress {name} -o yaml   # see what holds them",
             ns_flag(rs)
         )
-    };
-    vec![f.fix(fix)]
+    }
 }
 
 #[cfg(test)]

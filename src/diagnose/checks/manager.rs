@@ -10,8 +10,8 @@ use kube::ResourceExt;
 
 use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{RunnerState, Snapshot};
-pub use super::manager_view::{View, view};
 use super::{human, workload};
+pub use crate::diagnose::view::manager::{View, view};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 
 /// Runners named as evidence of a needed manager before "and N more".
@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn namespace_flags_limit_the_watch() {
         let args = ["run-manager", "--namespace=a", "--namespace", "b", "-n", "c", "--leader-elect"];
-        assert_eq!(super::super::manager_view::namespace_args(args.map(String::from)), ["a", "b", "c"]);
+        assert_eq!(crate::diagnose::view::manager::namespace_args(args.map(String::from)), ["a", "b", "c"]);
         let mut s = fixtures::healthy();
         let d = s.manager.deployment.as_mut().unwrap();
         d.spec.template.spec.as_mut().unwrap().containers[0].args = Some(vec!["--namespace=other".into()]);

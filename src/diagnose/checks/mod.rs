@@ -13,17 +13,16 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::finding::{Finding, ObjectRef};
 use super::snapshot::{RunnerState, Snapshot};
+pub(crate) use super::view::{age, human};
 
 pub mod children;
 pub mod finalizer;
 pub mod install;
 pub mod manager;
-pub mod manager_view;
 pub mod permissions;
 pub mod status;
 pub mod workload;
@@ -58,22 +57,6 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
     out
 }
 
-/// How long ago `t` was, never negative (clocks skew).
-pub(crate) fn age(now: Timestamp, t: Timestamp) -> Duration {
-    now.duration_since(t).try_into().unwrap_or(Duration::ZERO)
-}
-
-/// `1m30s`-style rendering of an age, for messages.
-pub(crate) fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{}s", s / 60, s % 60),
-        3600..=86399 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
-    }
-}
-
 /// The controller ownerReference of an object, if any.
 pub(crate) fn controller(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references.as_deref().unwrap_or_default().iter().find(|o| o.controller == Some(true))
@@ -106,20 +89,6 @@ mod tests {
     use super::*;
     use crate::diagnose::finding::{Code, Severity};
     use crate::diagnose::snapshot::Gap;
-
-    #[test]
-    fn ages_render_like_kubectl() {
-        for (secs, want) in [(5, "5s"), (90, "1m30s"), (7260, "2h1m"), (90000, "1d1h")] {
-            assert_eq!(human(Duration::from_secs(secs)), want);
-        }
-    }
-
-    #[test]
-    fn an_age_in_the_future_is_zero() {
-        let now = fixtures::now();
-        let later = now.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(10)).unwrap();
-        assert_eq!(age(now, later), Duration::ZERO);
-    }
 
     #[test]
     fn a_failed_read_is_reported_as_an_incomplete_gather() {

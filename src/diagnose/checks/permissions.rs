@@ -9,23 +9,11 @@
 //! Over-broad grants (wildcards, secrets, cluster-admin) on the
 //! ServiceAccount's bindings are warnings: the manager needs none of them.
 
-use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 
 use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{AccessCheck, Grant, ServiceAccountRef, Snapshot};
 use crate::rbac::Scope;
-
-/// True when a binding with these subjects applies to the ServiceAccount
-/// (directly, as its user name, or through the ServiceAccount groups).
-pub fn binds(subjects: &[Subject], sa: &ServiceAccountRef) -> bool {
-    let groups = sa.groups();
-    subjects.iter().any(|s| match s.kind.as_str() {
-        "ServiceAccount" => s.name == sa.name && s.namespace.as_deref() == Some(sa.namespace.as_str()),
-        "User" => s.name == sa.user(),
-        "Group" => groups.contains(&s.name),
-        _ => false,
-    })
-}
 
 /// `in NS`, or `cluster-wide` for the "" namespace.
 fn where_(ns: &str) -> String {
@@ -308,21 +296,5 @@ mod tests {
         s.grants[0].role_name = "cluster-admin".into();
         s.grants[0].rules = vec![];
         assert_eq!(check(&s)[0].code, Code::OverbroadGrant);
-    }
-
-    #[test]
-    fn bindings_apply_by_service_account_user_or_group() {
-        let sa = ServiceAccountRef { namespace: "ns".into(), name: "mgr".into() };
-        let subj = |kind: &str, name: &str, ns: Option<&str>| Subject {
-            kind: kind.into(),
-            name: name.into(),
-            namespace: ns.map(String::from),
-            api_group: None,
-        };
-        assert!(binds(&[subj("ServiceAccount", "mgr", Some("ns"))], &sa));
-        assert!(!binds(&[subj("ServiceAccount", "mgr", Some("other"))], &sa));
-        assert!(binds(&[subj("User", "system:serviceaccount:ns:mgr", None)], &sa));
-        assert!(binds(&[subj("Group", "system:serviceaccounts:ns", None)], &sa));
-        assert!(!binds(&[subj("Group", "system:authenticated", None)], &sa));
     }
 }

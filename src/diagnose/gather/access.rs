@@ -14,7 +14,6 @@ use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 
 use super::Gaps;
-use crate::diagnose::checks::permissions::binds;
 use crate::diagnose::snapshot::{AccessCheck, Grant, ServiceAccountRef};
 use crate::rbac::{PERMISSIONS, Permission, Scope};
 
@@ -140,7 +139,7 @@ async fn grants(client: &Client, sa: &ServiceAccountRef, watched: &[String], gap
             }
         }
     }
-    bindings.retain(|b| binds(&b.4, sa));
+    bindings.retain(|b| sa.is_bound_by(&b.4));
     bindings.sort_by(|a, b| (&a.1, &a.2).cmp(&(&b.1, &b.2)));
     bindings.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1 && a.2 == b.2);
     let mut rules: BTreeMap<(String, String, String), Vec<PolicyRule>> = BTreeMap::new();

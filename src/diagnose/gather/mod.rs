@@ -148,7 +148,7 @@ fn watched_namespaces(s: &Snapshot, req: &Request) -> Vec<String> {
     if !req.namespaces.is_empty() {
         return req.namespaces.clone();
     }
-    match super::checks::manager_view::view(s).watched {
+    match super::view::manager::view(s).watched {
         Some(ns) => ns,
         None => vec![String::new()],
     }

@@ -1,6 +1,7 @@
 //! Pure: what can be seen of the manager (its in-cluster Deployment, the
-//! leader Lease, its Pods, the namespaces it watches). The manager check and
-//! the per-Runner checks (a stuck finalizer, missing children) both read it.
+//! leader Lease, its Pods, the namespaces it watches). The manager check,
+//! the per-Runner checks (a stuck finalizer, missing children) and gather
+//! (which namespaces to ask permissions in) all read it.
 
 use std::time::Duration;
 
@@ -104,7 +105,7 @@ pub fn view(s: &Snapshot) -> View {
 }
 
 /// The values of `--namespace=X`, `--namespace X`, `-n X` in a command line.
-pub(super) fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+pub(crate) fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out = vec![];
     let mut next = false;
     for a in args {

@@ -1,0 +1,147 @@
+//! `diagnose`'s report as the user reads it: a borderless table grouped by
+//! object with a one-line summary, or the stable JSON documented in
+//! [`crate::diagnose::report`].
+
+use crate::diagnose::finding::{Finding, ObjectRef};
+use crate::diagnose::report::Report;
+
+/// The table (when there is anything to show) and the summary line.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    if !report.findings.is_empty() {
+        out.push_str(&findings_table(&report.findings));
+    }
+    out.push_str(&summary_line(report));
+    out.push('\n');
+    out
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn json(report: &Report) -> String {
+    super::json(report)
+}
+
+/// `2 errors, 1 warning in 1 Runner in app` / `No problems found ...`.
+pub fn summary_line(report: &Report) -> String {
+    let s = &report.summary;
+    let where_ = match (&report.scope.name, report.scope.namespaces.as_slice()) {
+        (Some(n), [ns]) => format!("Runner {ns}/{n}"),
+        (_, []) => format!("{} in all namespaces", plural(s.runners, "Runner")),
+        (_, nss) => format!("{} in {}", plural(s.runners, "Runner"), nss.join(", ")),
+    };
+    let notes = if s.info > 0 { format!(" ({})", plural(s.info, "note")) } else { String::new() };
+    if s.errors == 0 && s.warnings == 0 {
+        format!("No problems found: {where_}, the manager and its permissions{notes}.")
+    } else {
+        format!("{}, {}: {where_}{notes}.", plural(s.errors, "error"), plural(s.warnings, "warning"))
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+/// Rows grouped by object (in order of each object's most severe finding);
+/// the object is named on the first row of its group only.
+fn findings_table(findings: &[Finding]) -> String {
+    let mut order: Vec<&ObjectRef> = vec![];
+    for f in findings {
+        if !order.contains(&&f.object) {
+            order.push(&f.object);
+        }
+    }
+    let mut rows = vec![];
+    for obj in order {
+        for (i, f) in findings.iter().filter(|f| &f.object == obj).enumerate() {
+            let object = if i == 0 { obj.display() } else { String::new() };
+            rows.push(vec![object, f.severity.as_str().to_string(), f.code.as_str().to_string(), detail(f)]);
+        }
+    }
+    super::table(Some(vec!["OBJECT", "SEVERITY", "CHECK", "FINDING"]), rows)
+}
+
+/// The FINDING cell: the message, then evidence and fix, one per line.
+fn detail(f: &Finding) -> String {
+    let mut s = f.message.clone();
+    for e in &f.evidence {
+        s.push_str("\n- ");
+        s.push_str(e);
+    }
+    if let Some(fix) = &f.fix {
+        s.push_str("\nfix: ");
+        s.push_str(fix);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::finding::Code;
+    use crate::diagnose::report::API_VERSION;
+    use crate::diagnose::snapshot::Scope;
+
+    fn scope() -> Scope {
+        Scope { namespaces: vec!["app".into()], name: None }
+    }
+
+    fn sample() -> Vec<Finding> {
+        let web = ObjectRef::new("Runner", "app", "web");
+        vec![
+            Finding::error(Code::ChildMissing, web.clone(), "Service app/web is missing")
+                .evidence("manager absent")
+                .fix("kubectl runner run-manager"),
+            Finding::info(Code::ManagerLeader, ObjectRef::new("Lease", "runner-system", "l"), "leader is x"),
+            Finding::warning(Code::RunnerNotReady, web, "not Ready for 2m0s"),
+        ]
+    }
+
+    #[test]
+    fn the_table_groups_by_object_and_names_it_once() {
+        let out = table(&Report::new(&scope(), 1, sample()));
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("OBJECT") && lines[0].contains("SEVERITY   CHECK"), "{out}");
+        assert_eq!(out.matches("Runner app/web").count(), 1, "{out}");
+        let web_rows: Vec<usize> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.contains("runner-not-ready") || l.contains("child-missing"))
+            .map(|(i, _)| i)
+            .collect();
+        let lease_row = lines.iter().position(|l| l.contains("manager-leader")).unwrap();
+        assert!(web_rows.iter().all(|r| *r < lease_row), "{out}");
+        assert!(out.contains("- manager absent") && out.contains("fix: kubectl runner run-manager"), "{out}");
+        assert!(lines.iter().all(|l| !l.ends_with(' ')), "{out}");
+        assert_eq!(*lines.last().unwrap(), "1 error, 1 warning: 1 Runner in app (1 note).");
+    }
+
+    #[test]
+    fn evidence_and_fix_continue_under_the_finding_column() {
+        let out = table(&Report::new(&scope(), 1, sample()[..1].to_vec()));
+        let lines: Vec<&str> = out.lines().collect();
+        let column = lines[0].find("FINDING").unwrap();
+        assert_eq!(lines[1].find("Service app/web is missing"), Some(column), "{out}");
+        assert_eq!(lines[2].find("- manager absent"), Some(column), "{out}");
+        assert_eq!(lines[3].find("fix: kubectl runner run-manager"), Some(column), "{out}");
+    }
+
+    #[test]
+    fn a_clean_report_says_so_in_one_line() {
+        let out = table(&Report::new(&Scope { namespaces: vec![], name: None }, 3, vec![]));
+        assert_eq!(out, "No problems found: 3 Runners in all namespaces, the manager and its permissions.\n");
+    }
+
+    #[test]
+    fn json_uses_the_documented_field_names() {
+        let v: serde_json::Value = serde_json::from_str(&json(&Report::new(&scope(), 1, sample()))).unwrap();
+        assert_eq!(v["apiVersion"], API_VERSION);
+        assert_eq!(v["summary"], serde_json::json!({ "errors": 1, "warnings": 1, "info": 1, "runners": 1 }));
+        let f = &v["findings"][0];
+        assert_eq!(f["code"], "child-missing");
+        assert_eq!(f["severity"], "error");
+        assert_eq!(f["object"], serde_json::json!({ "kind": "Runner", "namespace": "app", "name": "web" }));
+        assert_eq!(f["evidence"][0], "manager absent");
+        assert_eq!(f["fix"], "kubectl runner run-manager");
+        assert!(v["findings"][1].get("fix").is_none());
+    }
+}

@@ -1,0 +1,100 @@
+//! `e2e`'s report as the user reads it: one line per step while it runs,
+//! then a summary line or JSON. The JSON's field names are stable:
+//! `namespace`, `installedCrd`, `kept`, `interrupted`, `seconds`,
+//! `artifacts`, `passed`, `steps[].{name, ok, seconds, detail}`.
+
+use crate::e2e::{Report, StepResult};
+
+/// One progress line per step: "  ok    12.3s  scale 1 -> 3 -> 2".
+pub fn step_line(s: &StepResult) -> String {
+    let mark = if s.ok { "ok  " } else { "FAIL" };
+    let mut line = format!("  {mark} {:>6.1}s  {}", s.seconds, s.name);
+    if !s.detail.is_empty() {
+        line.push_str(&format!(": {}", s.detail));
+    }
+    line
+}
+
+/// One line: "e2e passed: 9/9 steps in 41.2 s (namespace runner-e2e-1a2b3c)".
+pub fn summary(r: &Report) -> String {
+    let ok = r.steps.iter().filter(|s| s.ok).count();
+    let verdict = if r.passed() {
+        "passed"
+    } else if r.interrupted {
+        "interrupted"
+    } else {
+        "FAILED"
+    };
+    let mut s = format!(
+        "e2e {verdict}: {ok}/{} steps in {:.1} s (namespace {})",
+        r.steps.len(),
+        r.seconds,
+        r.namespace
+    );
+    if let Some(dir) = &r.artifacts {
+        s.push_str(&format!("; artifacts in {dir}"));
+    }
+    s + "\n"
+}
+
+/// Pretty JSON of the report plus its verdict (`passed`), with a trailing
+/// newline.
+pub fn json(r: &Report) -> String {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    v["passed"] = serde_json::Value::Bool(r.passed());
+    super::json(&v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(oks: &[bool]) -> Report {
+        Report {
+            namespace: "ns".into(),
+            installed_crd: false,
+            kept: false,
+            interrupted: false,
+            steps: oks
+                .iter()
+                .enumerate()
+                .map(|(i, ok)| StepResult {
+                    name: format!("s{i}"),
+                    ok: *ok,
+                    seconds: 1.0,
+                    detail: if *ok { String::new() } else { "timed out".into() },
+                })
+                .collect(),
+            seconds: 2.0,
+            artifacts: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_steps_and_json_has_stable_fields() {
+        let r = report(&[true, false]);
+        assert_eq!(summary(&r), "e2e FAILED: 1/2 steps in 2.0 s (namespace ns)\n");
+        let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+        assert_eq!(v["passed"], false);
+        assert_eq!(v["installedCrd"], false);
+        assert_eq!(v["steps"][1]["ok"], false);
+    }
+
+    #[test]
+    fn an_interrupted_run_says_so_and_names_its_artifacts() {
+        let mut r = report(&[true]);
+        r.interrupted = true;
+        r.artifacts = Some("e2e-artifacts/ns".into());
+        assert_eq!(
+            summary(&r),
+            "e2e interrupted: 1/1 steps in 2.0 s (namespace ns); artifacts in e2e-artifacts/ns\n"
+        );
+    }
+
+    #[test]
+    fn a_step_line_marks_failures_and_gives_the_detail() {
+        let r = report(&[true, false]);
+        assert_eq!(step_line(&r.steps[0]), "  ok      1.0s  s0");
+        assert_eq!(step_line(&r.steps[1]), "  FAIL    1.0s  s1: timed out");
+    }
+}
