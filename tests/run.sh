@@ -42,9 +42,13 @@ step "cargo test --all-targets (KUBECONFIG=$KUBECONFIG)"
 if [ "$real_node" = 1 ]; then
   step "real node: the manager image (scripts/image.sh)"
   export RUNNER_IMAGE=localhost/kubectl-runner:test RUNNER_TEST_MANAGER_IMAGE=localhost/kubectl-runner:test
+  export RUNNER_TEST_MANAGER_IMAGE_V2=localhost/kubectl-runner:test-v2
   image_start=$SECONDS
   tar=$(bash scripts/image.sh | tail -n 1)
   bash tests/cluster/real-node.sh load "$tar"
+  # Second names for an upgrade and for e2e's image update.
+  bash tests/cluster/real-node.sh tag "$RUNNER_IMAGE" "$RUNNER_TEST_MANAGER_IMAGE_V2"
+  bash tests/cluster/real-node.sh tag "$REAL_NODE_WEB_IMAGE" "$REAL_NODE_WEB_IMAGE-update"
   step "real node: image built and loaded in $((SECONDS - image_start)) s"
   step "cargo test --test real_node -- --ignored (one at a time: each installs the cluster-wide manager)"
   test_start=$SECONDS

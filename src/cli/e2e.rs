@@ -51,6 +51,10 @@ pub struct E2eArgs {
     /// Where failed runs dump Events and objects.
     #[arg(long, default_value = "e2e-artifacts")]
     pub artifacts: std::path::PathBuf,
+    /// Annotate the test namespace, KEY=VALUE (repeatable): for admission
+    /// that reads namespaces, e.g. a node selector for the test Pods.
+    #[arg(long = "namespace-annotation", value_name = "KEY=VALUE", value_parser = parse_annotation)]
+    pub namespace_annotations: Vec<(String, String)>,
     /// Report format on stdout.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: E2eOutput,
@@ -78,6 +82,7 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         image_update: a.image_update,
         timeout: Duration::from_secs(a.step_timeout),
         artifacts: a.artifacts,
+        namespace_annotations: a.namespace_annotations.into_iter().collect(),
     };
     let spinner = super::progress::Progress::spinner("running the lifecycle");
     let progress = |s: &e2e::StepResult| spinner.println(output::e2e::step_line(s));
@@ -100,4 +105,25 @@ fn current_context(g: &Globals) -> String {
         None => kube::config::Kubeconfig::read().ok(),
     };
     kc.and_then(|k| k.current_context).unwrap_or_else(|| "in-cluster".into())
+}
+
+/// `KEY=VALUE`, the key non-empty.
+fn parse_annotation(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod annotation_tests {
+    use super::parse_annotation;
+
+    #[test]
+    fn an_annotation_is_key_equals_value_and_the_value_may_hold_equals_signs() {
+        assert_eq!(parse_annotation("a/b=k=v"), Ok(("a/b".into(), "k=v".into())));
+        assert_eq!(parse_annotation("a="), Ok(("a".into(), String::new())));
+        assert!(parse_annotation("=v").is_err());
+        assert!(parse_annotation("novalue").is_err());
+    }
 }

@@ -12,6 +12,7 @@ pub mod oracle;
 pub mod report;
 pub mod steps;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -44,6 +45,10 @@ pub struct Options {
     pub timeout: Duration,
     /// Where to dump Events and objects when a step fails.
     pub artifacts: std::path::PathBuf,
+    /// Annotations of the namespace e2e creates: what a cluster's admission
+    /// reads there (e.g. PodNodeSelector's node selector) applies to the
+    /// test Pods.
+    pub namespace_annotations: BTreeMap<String, String>,
 }
 
 /// Runs preflight, the steps, and cleanup. Returns the report whether the
@@ -51,7 +56,7 @@ pub struct Options {
 pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) -> Result<Report> {
     let started = Instant::now();
     let ns = format!("runner-e2e-{:06x}", rand::random::<u32>() & 0xffffff);
-    let installed_crd = set_up(&client, &ns).await?;
+    let installed_crd = set_up(&client, &ns, &opts.namespace_annotations).await?;
     let manager = (!opts.use_running_manager).then(|| InProcessManager::start(&client, &ns));
     let ctx = steps::Ctx { client: client.clone(), ns: ns.clone(), opts: opts.clone() };
     let mut results = Vec::new();
@@ -80,8 +85,8 @@ pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) 
 
 /// The namespace, and the CRD when absent; true when this run installed
 /// the CRD. A failure removes the namespace again.
-async fn set_up(client: &Client, ns: &str) -> Result<bool> {
-    create_namespace(client, ns).await?;
+async fn set_up(client: &Client, ns: &str, annotations: &BTreeMap<String, String>) -> Result<bool> {
+    create_namespace(client, ns, annotations).await?;
     match ensure_crd(client).await {
         Ok(installed) => Ok(installed),
         Err(e) => {
@@ -169,10 +174,15 @@ pub fn looks_like_production(context: &str) -> bool {
         .any(|w| c.split(|ch: char| !ch.is_alphanumeric()).any(|part| part == *w))
 }
 
-async fn create_namespace(client: &Client, ns: &str) -> Result<()> {
+async fn create_namespace(client: &Client, ns: &str, annotations: &BTreeMap<String, String>) -> Result<()> {
     let labels = [(E2E_LABEL.to_string(), "true".to_string())].into();
     let obj = Namespace {
-        metadata: ObjectMeta { name: Some(ns.to_string()), labels: Some(labels), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(ns.to_string()),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then(|| annotations.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     Api::<Namespace>::all(client.clone())

@@ -21,6 +21,8 @@ pub const WEB_PORT: i32 = 8080;
 pub const IMAGE_ENV: &str = "RUNNER_TEST_MANAGER_IMAGE";
 /// The same image under a second tag (tests/run.sh), for an upgrade.
 pub const IMAGE_V2_ENV: &str = "RUNNER_TEST_MANAGER_IMAGE_V2";
+/// The web image under a second tag (tests/run.sh), for e2e's image update.
+pub const WEB_IMAGE_V2: &str = "localhost/kubectl-runner/busybox-httpd:2-update";
 /// The manager's metrics port in the cluster.
 pub const METRICS_PORT: u16 = kubectl_runner::manifests::METRICS_PORT as u16;
 
@@ -36,19 +38,28 @@ pub const FIELD_MANAGER: &str = "kubectl-runner-tests";
 /// PodTolerationRestriction, on when the cluster has the real node), so no
 /// manifest needs to know about the test cluster.
 pub async fn send_pods_to_the_real_node(client: &Client, ns: &str) {
+    let annotations: serde_json::Map<String, serde_json::Value> =
+        real_node_annotations().into_iter().map(|(k, v)| (k, v.into())).collect();
     let patch = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": { "name": ns, "annotations": {
-            "scheduler.alpha.kubernetes.io/node-selector": format!("{REAL_NODE_LABEL}=true"),
-            "scheduler.alpha.kubernetes.io/defaultTolerations":
-                format!(r#"[{{"key":"{REAL_NODE_LABEL}","operator":"Exists","effect":"NoSchedule"}}]"#),
-        }},
+        "metadata": { "name": ns, "annotations": annotations },
     });
     Api::<Namespace>::all(client.clone())
         .patch(ns, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
         .await
         .unwrap_or_else(|e| panic!("annotate namespace {ns} for the real node: {e}"));
+}
+
+/// The namespace annotations that send Pods to the real node.
+pub fn real_node_annotations() -> [(String, String); 2] {
+    [
+        ("scheduler.alpha.kubernetes.io/node-selector".into(), format!("{REAL_NODE_LABEL}=true")),
+        (
+            "scheduler.alpha.kubernetes.io/defaultTolerations".into(),
+            format!(r#"[{{"key":"{REAL_NODE_LABEL}","operator":"Exists","effect":"NoSchedule"}}]"#),
+        ),
+    ]
 }
 
 /// The real node, Ready; panics (the test fails) when the cluster has none.

@@ -17,6 +17,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod e2e;
 mod fixture;
 mod leader;
 mod rbac_cut;
