@@ -19,6 +19,7 @@ mod support;
 
 mod e2e;
 mod fixture;
+mod in_cluster_check;
 mod leader;
 mod rbac_cut;
 mod serving;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The cluster-agnostic half of an image test: on whatever cluster $KUBECONFIG
+# points at, with the manager image already there, installs CRD + RBAC +
+# manager from manifests/, checks the ServiceAccount's permissions as
+# `kubectl auth can-i --as` does, runs a sample Runner to Ready, and removes
+# what it created. kind-image-test.sh runs it on kind; the real-node tests
+# (tests/real_node/in_cluster_check.rs) on the local cluster.
+#
+#   IMG               the manager image (required)
+#   KUBECTL           kubectl to use (default: kubectl on PATH)
+#   SAMPLE_IMAGE      image of the sample Runner (default nginx:1.27)
+#   SAMPLE_PORT       its port (default 80)
+#   SAMPLE_NAMESPACE  where it runs (default default)
+#   TIMEOUT           per wait, in seconds (default 180)
+#
+# Cleanup deletes the sample Runner and waits until the manager has removed
+# it (its finalizer) before the manager goes; the CRD goes last, and only
+# when no Runner is left in the cluster: deleting a CRD deletes every
+# Runner, and one whose finalizer no manager removes any more keeps the CRD
+# deletion hanging.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${IMG:?set IMG to the manager image}"
+KUBECTL=${KUBECTL:-kubectl}
+SAMPLE_IMAGE=${SAMPLE_IMAGE:-nginx:1.27}
+SAMPLE_PORT=${SAMPLE_PORT:-80}
+SAMPLE_NAMESPACE=${SAMPLE_NAMESPACE:-default}
+TIMEOUT=${TIMEOUT:-180}
+SA=system:serviceaccount:runner-system:runner-controller-manager
+CRD=runners.lab.cloudlab.training
+step() { printf '==> [in-cluster] %s\n' "$*" >&2; }
+k() { "$KUBECTL" "$@"; }
+
+cleanup() {
+  step "cleanup: the sample Runner (the manager removes its finalizer), the manager, RBAC, the CRD"
+  k delete runner runner-sample -n "$SAMPLE_NAMESPACE" --ignore-not-found --wait=true --timeout="${TIMEOUT}s" || true
+  k delete -f manifests/manager.yaml --ignore-not-found --wait=true --timeout="${TIMEOUT}s" || true
+  k delete -f manifests/rbac.yaml --ignore-not-found || true
+  local left
+  left=$(k get runners.lab.cloudlab.training -A --no-headers 2> /dev/null | wc -l || echo 0)
+  if [ "$left" -gt 0 ]; then
+    step "keeping the CRD: $left Runner(s) not made here are still in the cluster"
+  else
+    k delete -f manifests/crd.yaml --ignore-not-found --wait=true --timeout="${TIMEOUT}s" || true
+  fi
+}
+trap cleanup EXIT
+
+step "install CRD, RBAC and the manager ($IMG)"
+k apply --server-side -f manifests/crd.yaml
+k wait --for=condition=Established "crd/$CRD" --timeout="${TIMEOUT}s"
+k apply --server-side -f manifests/rbac.yaml
+sed "s|image: kubectl-runner:dev|image: $IMG|" manifests/manager.yaml | k apply --server-side -f -
+k -n runner-system rollout status deployment/runner-controller-manager --timeout="${TIMEOUT}s"
+
+step "permissions of $SA"
+for check in "list deployments.apps" "watch deployments.apps" "create deployments.apps" "list services" \
+  "watch services" "patch runners.lab.cloudlab.training/status" "create tokenreviews.authentication.k8s.io"; do
+  # shellcheck disable=SC2086 # $check is "VERB RESOURCE"
+  answer=$(k auth can-i $check --all-namespaces --as="$SA" || true)
+  printf '  can-i %-45s %s\n' "$check" "$answer" >&2
+  [ "$answer" = yes ] || { echo "the ServiceAccount can't $check" >&2; exit 1; }
+done
+
+step "sample Runner to 1/1 Ready"
+k apply -f - << YAML
+apiVersion: lab.cloudlab.training/v1alpha1
+kind: Runner
+metadata:
+  name: runner-sample
+  namespace: $SAMPLE_NAMESPACE
+spec:
+  image: $SAMPLE_IMAGE
+  replicas: 1
+  port: $SAMPLE_PORT
+YAML
+k wait --for=condition=Ready runner/runner-sample -n "$SAMPLE_NAMESPACE" --timeout="${TIMEOUT}s"
+k get runner,deployment,service -n "$SAMPLE_NAMESPACE" -l app.kubernetes.io/instance=runner-sample >&2 || true
+k get runner runner-sample -n "$SAMPLE_NAMESPACE"
+step "in-cluster check passed"
