@@ -29,7 +29,7 @@
 # scheduler.alpha.kubernetes.io/node-selector and .../defaultTolerations for
 # them, the apiserver adds both to every Pod (PodNodeSelector and
 # PodTolerationRestriction, enabled by up.sh in this mode only); the
-# manifests under test need no change. See tests/real_node.rs.
+# manifests under test need no change. See tests/real_node/fixture.rs.
 #
 # Needs root (namespaces, mounts, cgroups). Debian packages it installs when
 # missing: containerd runc containernetworking-plugins busybox-static

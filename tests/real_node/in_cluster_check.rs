@@ -67,6 +67,8 @@ async fn the_kind_image_test_steps_pass_on_the_real_node_and_leave_nothing_behin
     let crd = Api::<CustomResourceDefinition>::all(client.clone()).get_opt(CRD_NAME).await.expect("get CRD");
     match others {
         Ok(n) if n > 0 => assert!(crd.is_some(), "the CRD stays while {n} other Runner(s) exist"),
-        _ => assert!(crd.is_none() || crd.is_some_and(|c| c.metadata.deletion_timestamp.is_some()), "{stderr}"),
+        _ => {
+            assert!(crd.is_none() || crd.is_some_and(|c| c.metadata.deletion_timestamp.is_some()), "{stderr}")
+        }
     }
 }
