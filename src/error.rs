@@ -137,10 +137,10 @@ pub enum Error {
     #[error("{0}")]
     StepFailed(String),
 
-    /// A failure no variant above names; only the manager's preflight still
-    /// reports this way.
+    /// The manager's identity lacks permissions it needs; the message lists
+    /// each missing verb and the fix.
     #[error("{0}")]
-    Other(String),
+    PermissionsMissing(String),
 }
 
 impl Error {
@@ -180,7 +180,7 @@ impl Error {
             Error::WriteOutput(_) => "write_output".into(),
             Error::Artifacts { .. } => "artifacts".into(),
             Error::StepFailed(_) => "step_failed".into(),
-            Error::Other(_) => "other".into(),
+            Error::PermissionsMissing(_) => "permissions_missing".into(),
         }
     }
 

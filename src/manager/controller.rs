@@ -84,29 +84,62 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    // Listen for the shutdown signal first: a signal handler is installed
-    // when its future is first polled, and one that arrives during the
-    // preflight must still stop the manager.
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = shutdown_tx.send(true);
-    });
-    if cfg.preflight {
-        let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
-        let mut rx = shutdown_rx.clone();
-        tokio::select! {
-            checked = preflight::check(&client, cfg.namespace.as_deref(), lease_ns, cfg.metrics_auth) => checked?,
-            _ = rx.wait_for(|v| *v) => return Ok(()),
-        }
+    let shutdown = listen_for(shutdown);
+    if cfg.preflight && !preflight_unless_stopped(&client, &cfg, shutdown.clone()).await? {
+        return Ok(());
     }
     let metrics = Metrics::default();
     let readiness = Readiness::default();
     serve_http(&client, &cfg, &metrics, &readiness).await?;
     let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
-    let Some(stop) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown_rx).await else {
+    let Some(stop) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown).await else {
         return Ok(()); // shut down while waiting for the Lease
     };
+    let why = reconcile_until(&client, &cfg, metrics, &readiness, stop).await;
+    readiness.set(Phase::Starting);
+    if cfg.leader_elect {
+        leader::release(client, &lease_cfg).await;
+    }
+    if why == Stop::LostLease {
+        return Err(Error::LeaseLost);
+    }
+    info!("manager stopped");
+    Ok(())
+}
+
+/// Starts listening for the shutdown signal at once: a signal handler is
+/// installed when its future is first polled, and one that arrives during
+/// the preflight must still stop the manager.
+fn listen_for(shutdown: impl Future<Output = ()> + Send + 'static) -> tokio::sync::watch::Receiver<bool> {
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = shutdown_tx.send(true);
+    });
+    shutdown_rx
+}
+
+/// The preflight; Ok(false) when shut down during it.
+async fn preflight_unless_stopped(
+    client: &Client,
+    cfg: &Config,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<bool> {
+    let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
+    tokio::select! {
+        checked = preflight::check(client, cfg.namespace.as_deref(), lease_ns, cfg.metrics_auth) => checked.map(|()| true),
+        _ = shutdown.wait_for(|v| *v) => Ok(false),
+    }
+}
+
+/// Watches, caches and the Controller, until `stop` resolves; says why.
+async fn reconcile_until(
+    client: &Client,
+    cfg: &Config,
+    metrics: Metrics,
+    readiness: &Readiness,
+    stop: impl Future<Output = Stop> + Send + Sync + 'static,
+) -> Stop {
     let lost_flag = Arc::new(AtomicBool::new(false));
     // Raised when the run ends: reconciles still waiting for the caches
     // give up then, or the Controller's graceful stop would wait on them
@@ -122,7 +155,7 @@ pub async fn run(
     };
 
     let ns = cfg.namespace.as_deref();
-    let w = watches::start(&client, ns);
+    let w = watches::start(client, ns);
     let reporter = Reporter { controller: MANAGER_NAME.into(), instance: Some(cfg.identity.clone()) };
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -181,15 +214,7 @@ pub async fn run(
             }
         } => warn!("stopped with passes in flight; they were dropped"),
     }
-    readiness.set(Phase::Starting);
-    if cfg.leader_elect {
-        leader::release(client, &lease_cfg).await;
-    }
-    if lost_flag.load(Ordering::Relaxed) {
-        return Err(Error::LeaseLost);
-    }
-    info!("manager stopped");
-    Ok(())
+    if lost_flag.load(Ordering::Relaxed) { Stop::LostLease } else { Stop::Shutdown }
 }
 
 /// `/metrics`, and `/healthz` + `/readyz` ([`Phase::readyz`]).

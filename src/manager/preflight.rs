@@ -47,10 +47,7 @@ pub async fn check(
         // 403 is reported below with the other permissions.
         Err(kube::Error::Api(s)) if s.is_forbidden() => {}
         Err(e) => {
-            return Err(Error::Other(format!(
-                "cannot reach the cluster: {}",
-                crate::error::describe_kube(&e)
-            )));
+            return Err(Error::ClusterUnreachable(crate::error::describe_kube(&e)));
         }
         Ok(_) => {}
     }
@@ -61,7 +58,7 @@ pub async fn check(
     // Named, because locally it may be the kubeconfig's user or an
     // impersonated ServiceAccount (`run-manager --as-service-account`).
     let who = crate::service_account::whoami(client).await.map(|(user, _)| user);
-    Err(Error::Other(lacking(&missing, who.as_deref())))
+    Err(Error::PermissionsMissing(lacking(&missing, who.as_deref())))
 }
 
 /// The preflight's refusal: who lacks what, and the fix.

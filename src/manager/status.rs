@@ -124,13 +124,7 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
         &message,
         generation,
     );
-    let owned_cond = if seen.refused.is_empty() {
-        let msg = "all children are controlled by this Runner";
-        make_condition(condition::CHILDREN_OWNED, true, "Owned", msg, generation)
-    } else {
-        let reason = condition::REASON_ADOPTION_REFUSED;
-        make_condition(condition::CHILDREN_OWNED, false, reason, &refusal(seen), generation)
-    };
+    let owned_cond = owned_condition(seen, generation);
     let old = runner.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     RunnerStatus {
         observed_generation: generation,
@@ -143,6 +137,17 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
         message: Some(message),
         selector: Some(super::desired::selector_string(runner)),
         conditions: merge_conditions(old, vec![ready_cond, owned_cond], now),
+    }
+}
+
+/// ChildrenOwned: true unless a child with our name belongs to someone else.
+fn owned_condition(seen: &Observed, generation: Option<i64>) -> Condition {
+    if seen.refused.is_empty() {
+        let msg = "all children are controlled by this Runner";
+        make_condition(condition::CHILDREN_OWNED, true, "Owned", msg, generation)
+    } else {
+        let reason = condition::REASON_ADOPTION_REFUSED;
+        make_condition(condition::CHILDREN_OWNED, false, reason, &refusal(seen), generation)
     }
 }
 
