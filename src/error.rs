@@ -137,6 +137,15 @@ pub enum Error {
     #[error("{0}")]
     StepFailed(String),
 
+    /// `install --wait`: the manager Deployment did not finish rolling out.
+    #[error(
+        "the manager Deployment {ns}/{name} did not roll out within {after:?}: {detail}; \
+         see `kubectl -n {ns} describe deployment {name}` and `kubectl runner diagnose`",
+        ns = crate::manifests::MANAGER_NAMESPACE,
+        name = crate::manifests::MANAGER_NAME
+    )]
+    ManagerNotRolledOut { after: std::time::Duration, detail: String },
+
     /// The manager's identity lacks permissions it needs; the message lists
     /// each missing verb and the fix.
     #[error("{0}")]
@@ -181,6 +190,7 @@ impl Error {
             Error::Artifacts { .. } => "artifacts".into(),
             Error::StepFailed(_) => "step_failed".into(),
             Error::PermissionsMissing(_) => "permissions_missing".into(),
+            Error::ManagerNotRolledOut { .. } => "manager_not_rolled_out".into(),
         }
     }
 

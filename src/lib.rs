@@ -11,7 +11,7 @@
 //!   client (User-Agent, scoped Api, Runner reads, CRD wait) ─► apiserver
 //!                  │
 //!                  ▼
-//!   children (ownership, Pod problems, labels) ─► api (types, bounds)
+//!   children (ownership, Pod problems, labels), rollout ─► api (types, bounds)
 //!
 //!   rbac (permission list) ─► manifests (CRD, RBAC, manager YAML) ─► manifests/
 //!        └─► the manager's preflight and diagnose's SubjectAccessReviews
@@ -33,4 +33,5 @@ pub mod exit;
 pub mod manager;
 pub mod manifests;
 pub mod rbac;
+pub mod rollout;
 pub mod service_account;

@@ -20,7 +20,7 @@ const INSTALL_HELP: &str = "\
 Examples:
   kubectl runner install
   kubectl runner install --namespace-scoped team-a --namespace-scoped team-b
-  kubectl runner install --with-manager --image ghcr.io/example/kubectl-runner:0.1.0
+  kubectl runner install --with-manager --image ghcr.io/example/kubectl-runner:0.1.0 --wait
   kubectl runner install --dry-run=server";
 
 #[derive(Debug, clap::Args)]
@@ -39,7 +39,12 @@ pub struct InstallArgs {
     /// server: let the apiserver validate everything, store nothing.
     #[arg(long, value_enum, default_value_t, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
     pub dry_run: DryRun,
-    /// How long to wait for the CRD to be Established.
+    /// With --with-manager: wait until the manager's rollout is complete
+    /// (as `kubectl rollout status`), naming its Pods' problems if not.
+    #[arg(long, requires = "with_manager")]
+    pub wait: bool,
+    /// How long to wait for the CRD to be Established (and with --wait, for
+    /// the manager's rollout).
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub timeout: Duration,
 }
@@ -120,6 +125,16 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
     drop(progress);
     let verb = if server_dry { "applied (server dry run)" } else { "applied" };
     output::emit(&output::applied(&done, verb))?;
+    if a.wait && !server_dry {
+        let progress = Progress::spinner("waiting for the manager's rollout");
+        super::manager_rollout::wait(&ctx.client, a.timeout).await?;
+        drop(progress);
+        output::emit(&format!(
+            "deployment {}/{} rolled out\n",
+            manifests::MANAGER_NAMESPACE,
+            manifests::MANAGER_NAME
+        ))?;
+    }
     Ok(super::exit::OK)
 }
 
@@ -134,6 +149,7 @@ mod tests {
             with_manager: false,
             image: None,
             dry_run: DryRun::None,
+            wait: false,
             timeout: Duration::from_secs(1),
         };
         let plan: Vec<String> = plan_install(&a).iter().map(Manifest::describe).collect();

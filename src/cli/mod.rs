@@ -19,6 +19,7 @@ pub mod diagnose;
 pub mod e2e;
 pub mod get;
 pub mod install;
+pub mod manager_rollout;
 pub mod manifests;
 pub mod output;
 pub mod progress;

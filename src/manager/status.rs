@@ -12,6 +12,7 @@ use kube::ResourceExt;
 
 use crate::api::{Phase, Runner, RunnerStatus, condition};
 use crate::children::Refused;
+use crate::rollout::{self, Rollout};
 
 /// What the reconciler saw this pass.
 #[derive(Debug, Default)]
@@ -28,43 +29,6 @@ pub struct Observed<'a> {
     pub rejected: Vec<String>,
     /// True when an Ingress of ours exists.
     pub ingress: bool,
-}
-
-/// The Deployment's counts, and whether its current revision is complete.
-struct Rollout {
-    ready: i32,
-    updated: i32,
-    available: i32,
-    total: i32,
-    /// The Deployment controller has seen the Deployment's latest spec.
-    caught_up: bool,
-    /// Every desired replica of the current revision is available.
-    complete: bool,
-    /// The message of a Progressing=ProgressDeadlineExceeded condition.
-    deadline_exceeded: Option<String>,
-}
-
-fn rollout(d: Option<&Deployment>, desired: i32) -> Rollout {
-    let st = d.and_then(|d| d.status.clone()).unwrap_or_default();
-    let caught_up =
-        d.is_some_and(|d| st.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0));
-    let (ready, updated, available, total) = (
-        st.ready_replicas.unwrap_or(0),
-        st.updated_replicas.unwrap_or(0),
-        st.available_replicas.unwrap_or(0),
-        st.replicas.unwrap_or(0),
-    );
-    let deadline_exceeded = st
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| {
-            c.type_.as_deref() == Some("Progressing")
-                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-        })
-        .map(|c| c.message.unwrap_or_default());
-    let complete = caught_up && updated == desired && available == desired && total == desired;
-    Rollout { ready, updated, available, total, caught_up, complete, deadline_exceeded }
 }
 
 /// The phase, and the reason and message of the Ready condition, first
@@ -115,7 +79,7 @@ fn refusal(seen: &Observed) -> String {
 pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     let desired = runner.spec.replicas;
     let generation = runner.metadata.generation;
-    let r = rollout(seen.deployment, desired);
+    let r = rollout::of(seen.deployment, desired);
     let (phase, reason, message) = verdict(seen, &r, desired);
     let ready_cond = make_condition(
         condition::READY,

@@ -29,11 +29,13 @@ async fn an_upgrade_to_a_second_image_tag_rolls_out_to_completion_and_the_new_po
     })
     .await;
 
+    // `install --wait` returns once the rollout is complete: before a
+    // standby was Ready, it waited for ever.
     let upgraded_at = Instant::now();
-    let out = cli(&["install", "--with-manager", "--image", &v2]).await;
-    assert!(out.status.success(), "install v2: {}", String::from_utf8_lossy(&out.stderr));
-    let rollout = wait_rollout(&client, 1).await;
-    eprintln!("upgrade rolled out {:.1} s after install", rollout.as_secs_f64());
+    let out = cli(&["install", "--with-manager", "--image", &v2, "--wait", "--timeout", "2m"]).await;
+    assert!(out.status.success(), "install v2 --wait: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("upgrade rolled out {:.1} s after install", upgraded_at.elapsed().as_secs_f64());
+    wait_rollout(&client, 1).await;
 
     let pods = manager_pods(&client).await;
     assert_eq!(pods.len(), 1, "one manager Pod after the rollout");
@@ -60,4 +62,22 @@ async fn an_upgrade_to_a_second_image_tag_rolls_out_to_completion_and_the_new_po
         async move { (runners.get("after-upgrade").await.ok()?.status?.ready_replicas == 1).then_some(()) }
     })
     .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the real node: tests/run.sh runs it when the cluster has one"]
+async fn install_wait_names_the_pod_problem_when_the_image_cannot_be_pulled() {
+    let client = client().await;
+    let node = real_node(&client).await;
+    let ns = TestNs::new("realpull").await;
+    let _cleanup = InstalledManager { runners_ns: ns.name.clone() };
+    install_manager(&client, &image(IMAGE_ENV), &node, &ns).await;
+
+    // No registry answers for this name: the new Pod cannot pull it.
+    let missing = "localhost/kubectl-runner:no-such-tag";
+    let out = cli(&["install", "--with-manager", "--image", missing, "--wait", "--timeout", "40s"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "install --wait fails: {stderr}");
+    assert!(stderr.contains("did not roll out within"), "{stderr}");
+    assert!(stderr.contains("ErrImagePull") || stderr.contains("ImagePullBackOff"), "{stderr}");
 }
