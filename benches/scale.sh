@@ -44,6 +44,8 @@ for s in $SIZES; do ((s > max)) && max=$s; done
 export RUNNER_CLUSTER_NODES=$(((max + 99) / 100))
 export RUNNER_CLUSTER_CLIENT_QPS=${RUNNER_CLUSTER_CLIENT_QPS:-200}
 export RUNNER_CLUSTER_AUDIT=0
+# Thousands of new Runners at once take longer than bench_runners' default.
+export RUNNER_BENCH_TIMEOUT=${RUNNER_BENCH_TIMEOUT:-3600}
 
 sampler=
 cleanup() {
