@@ -28,8 +28,13 @@ use kube::{Client, Resource, ResourceExt};
 use kubectl_runner::api::{Phase, Runner, RunnerSpec, condition};
 use serde::de::DeserializeOwned;
 
-/// Gives up waiting after this long (a stuck manager should not hang the script).
-const TIMEOUT: Duration = Duration::from_secs(600);
+/// Gives up waiting after this long (a stuck manager should not hang the
+/// script): `RUNNER_BENCH_TIMEOUT` seconds, default 600 (thousands of Runners
+/// at once need more on two cores).
+fn timeout() -> Duration {
+    let secs = std::env::var("RUNNER_BENCH_TIMEOUT").ok().and_then(|s| s.parse().ok());
+    Duration::from_secs(secs.unwrap_or(600))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
@@ -171,7 +176,7 @@ async fn create(client: Client, ns: &str, n: usize, image: &str) -> anyhow::Resu
     let (mut deps, mut svcs) = (HashMap::new(), HashMap::new());
     let (mut children, mut ready) = (HashMap::new(), HashMap::new());
     let wanted: HashSet<&String> = names.iter().collect();
-    let done = tokio::time::timeout(TIMEOUT, async {
+    let done = tokio::time::timeout(timeout(), async {
         while ready.len() < n || children.len() < n {
             let Some(seen) = events.next().await else { break };
             let now = Instant::now();
@@ -219,7 +224,8 @@ async fn create(client: Client, ns: &str, n: usize, image: &str) -> anyhow::Resu
     println!("all_ready_s={:.2}", all_ready.as_secs_f64());
     if !done {
         eprintln!(
-            "bench: timed out after {TIMEOUT:?}: {}/{n} children, {}/{n} Ready",
+            "bench: timed out after {:?}: {}/{n} children, {}/{n} Ready",
+            timeout(),
             children.len(),
             ready.len()
         );
@@ -246,7 +252,7 @@ async fn delete(client: Client, ns: &str) -> anyhow::Result<bool> {
         [Kind::Runner, Kind::Deployment, Kind::Service].iter().all(|k| count(left, *k) == 0)
     };
     let mut runners_gone = owned_gone(&left).then(|| start.elapsed());
-    let done = tokio::time::timeout(TIMEOUT, async {
+    let done = tokio::time::timeout(timeout(), async {
         while runners_gone.is_none() || count(&left, Kind::Pod) > 0 {
             let Some(seen) = events.next().await else { break };
             match seen {
@@ -269,7 +275,7 @@ async fn delete(client: Client, ns: &str) -> anyhow::Result<bool> {
     println!("delete_s={:.2}", secs(runners_gone));
     println!("pods_gone_s={:.2}", secs(done.then(|| start.elapsed())));
     if !done {
-        eprintln!("bench: timed out after {TIMEOUT:?} deleting; left: {left:?}");
+        eprintln!("bench: timed out after {:?} deleting; left: {left:?}", timeout());
     }
     Ok(done)
 }

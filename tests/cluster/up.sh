@@ -12,7 +12,16 @@
 # RUNNER_CLUSTER_TIMEOUT (seconds per wait, default 90) and
 # RUNNER_CLUSTER_AUDIT=1: an apiserver audit log of every write (Metadata
 # level, JSON lines) at $STATE/logs/audit.log, which the benchmark reads for
-# per-Runner latencies and writes by user agent.
+# per-Runner latencies and writes by user agent;
+# RUNNER_CLUSTER_AUDIT=runners: the same log, narrowed to writes on Runners
+# (and their status) and on Deployments, Services and Ingresses (not their
+# status), by any client outside kube-system: a spec change and the
+# manager's child writes after it, without the Pod and lease traffic that
+# would grow the log by orders of magnitude under sustained load.
+# RUNNER_CLUSTER_CLIENT_QPS (and RUNNER_CLUSTER_CLIENT_BURST, default twice
+# the QPS): --kube-api-qps/--kube-api-burst of kube-controller-manager and
+# kube-scheduler, so a bench cluster sets up thousands of Pods in minutes
+# (unset: their defaults, 20/30 and 50/100).
 #
 # RUNNER_CLUSTER_REAL_NODE=1 (needs root): the whole cluster runs in its own
 # network namespace, with one real node (containerd, kubelet, kube-proxy)
@@ -273,9 +282,10 @@ if [ "$REAL_NODE" = 1 ]; then
     --enable-admission-plugins=PodNodeSelector,PodTolerationRestriction)
 fi
 audit_flags=()
-if [ "${RUNNER_CLUSTER_AUDIT:-0}" = 1 ]; then
-  # Writes only: reads would multiply the log without telling who changed what.
-  cat > "$STATE/audit-policy.yaml" << 'EOF2'
+case ${RUNNER_CLUSTER_AUDIT:-0} in
+  1)
+    # Writes only: reads would multiply the log without telling who changed what.
+    cat > "$STATE/audit-policy.yaml" << 'EOF2'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -284,9 +294,43 @@ rules:
   verbs: [get, list, watch]
 - level: Metadata
 EOF2
+    ;;
+  runners)
+    cat > "$STATE/audit-policy.yaml" << 'EOF2'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: None
+  userGroups: [system:serviceaccounts:kube-system, system:nodes]
+- level: Metadata
+  resources:
+  - group: lab.cloudlab.training
+    resources: [runners, runners/status]
+  - group: apps
+    resources: [deployments]
+  - group: ""
+    resources: [services]
+  - group: networking.k8s.io
+    resources: [ingresses]
+- level: None
+EOF2
+    ;;
+  0) ;;
+  *) echo "error: RUNNER_CLUSTER_AUDIT=$RUNNER_CLUSTER_AUDIT: want 0, 1 or runners" >&2; exit 1 ;;
+esac
+if [ "${RUNNER_CLUSTER_AUDIT:-0}" != 0 ]; then
   audit_flags=(--audit-policy-file="$STATE/audit-policy.yaml" --audit-log-path="$STATE/logs/audit.log"
     --audit-log-format=json --audit-log-mode=batch --audit-log-maxsize=0)
-  step "audit log: $STATE/logs/audit.log"
+  step "audit log ($RUNNER_CLUSTER_AUDIT): $STATE/logs/audit.log"
+fi
+client_qps=()
+if [ -n "${RUNNER_CLUSTER_CLIENT_QPS:-}" ]; then
+  client_qps=(--kube-api-qps="$RUNNER_CLUSTER_CLIENT_QPS"
+    --kube-api-burst="${RUNNER_CLUSTER_CLIENT_BURST:-$((2 * RUNNER_CLUSTER_CLIENT_QPS))}")
+  step "kube-controller-manager and kube-scheduler client: ${client_qps[*]}"
 fi
 start kube-apiserver "$BIN/kube-apiserver" "${audit_flags[@]}" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -300,7 +344,7 @@ start kube-apiserver "$BIN/kube-apiserver" "${audit_flags[@]}" \
   --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key"
 wait_until "kube-apiserver /readyz" kube-apiserver apiserver_ready
 
-start kube-controller-manager "$BIN/kube-controller-manager" \
+start kube-controller-manager "$BIN/kube-controller-manager" "${client_qps[@]}" \
   --kubeconfig="$STATE/controller-manager.kubeconfig" \
   --authentication-kubeconfig="$STATE/controller-manager.kubeconfig" \
   --authorization-kubeconfig="$STATE/controller-manager.kubeconfig" \
@@ -309,7 +353,7 @@ start kube-controller-manager "$BIN/kube-controller-manager" \
   --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
   --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
   --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics
-start kube-scheduler "$BIN/kube-scheduler" \
+start kube-scheduler "$BIN/kube-scheduler" "${client_qps[@]}" \
   --kubeconfig="$STATE/scheduler.kubeconfig" \
   --authentication-kubeconfig="$STATE/scheduler.kubeconfig" \
   --authorization-kubeconfig="$STATE/scheduler.kubeconfig" \
