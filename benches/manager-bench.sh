@@ -195,11 +195,11 @@ step "starting the manager (all namespaces), metrics on 127.0.0.1:$metrics_port,
   --health-addr "127.0.0.1:$health_port" > "$work/manager.log" 2>&1 &
 manager_pid=$!
 for _ in $(seq 120); do
-  [ "$(curl -fsS "http://127.0.0.1:$health_port/readyz" 2> /dev/null)" = ok ] && break
+  curl -fsS "http://127.0.0.1:$health_port/readyz" > /dev/null 2>&1 && break
   kill -0 "$manager_pid" 2> /dev/null || { step "the manager exited"; cat "$work/manager.log" >&2; exit 1; }
   sleep 0.5
 done
-[ "$(curl -fsS "http://127.0.0.1:$health_port/readyz")" = ok ] || { step "the manager is not ready after 60 s"; exit 1; }
+curl -fsS "http://127.0.0.1:$health_port/readyz" > /dev/null || { step "the manager is not ready after 60 s"; exit 1; }
 rss_start=$(awk '/^VmRSS/ { print $2 }' "/proc/$manager_pid/status")
 
 load_start=$(cut -d ' ' -f 1-3 /proc/loadavg)
