@@ -79,8 +79,11 @@ async fn the_manager_does_its_job_with_only_the_generated_rbac() {
     .await;
     let _ = tx.send(());
     mgr.await.unwrap().expect("manager ran without error as its ServiceAccount");
-    // On shutdown the Lease is released for the next manager.
-    let lease =
-        Api::<Lease>::namespaced(ns.client.clone(), MANAGER_NAMESPACE).get(LEADER_LEASE).await.unwrap();
-    assert_eq!(lease.spec.unwrap().holder_identity, None);
+    // On shutdown the Lease is released for the next manager, and stays
+    // released: renewals stop first (one more would take it back, and a
+    // standby would wait out the lease duration).
+    let leases = Api::<Lease>::namespaced(ns.client.clone(), MANAGER_NAMESPACE);
+    assert_eq!(leases.get(LEADER_LEASE).await.unwrap().spec.unwrap().holder_identity, None);
+    tokio::time::sleep(Duration::from_secs(3)).await; // > the 2 s retry period
+    assert_eq!(leases.get(LEADER_LEASE).await.unwrap().spec.unwrap().holder_identity, None);
 }

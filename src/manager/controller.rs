@@ -15,7 +15,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tracing::{info, warn};
 
 use super::context::{Context, Stores};
-use super::leader::{self, LeaseConfig};
+use super::leader::{self, Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::metrics_auth::MetricsAuth;
 use super::reconcile::{error_policy, reconcile};
@@ -92,13 +92,13 @@ pub async fn run(
     let readiness = Readiness::default();
     serve_http(&client, &cfg, &metrics, &readiness).await?;
     let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
-    let Some(stop) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown).await else {
+    let Some((stop, leadership)) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown).await else {
         return Ok(()); // shut down while waiting for the Lease
     };
     let why = reconcile_until(&client, &cfg, metrics, &readiness, stop).await;
     readiness.set(Phase::Starting);
-    if cfg.leader_elect {
-        leader::release(client, &lease_cfg).await;
+    if let Some(leadership) = leadership {
+        leadership.release(client, &lease_cfg).await;
     }
     if why == Stop::LostLease {
         return Err(Error::LeaseLost);
@@ -239,27 +239,28 @@ enum Stop {
 }
 
 /// With leader election, stands by (Ready) until the Lease is ours; None
-/// when shut down first. Returns what ends the run: the shutdown signal, or
-/// the Lease lost.
+/// when shut down first. Returns what ends the run (the shutdown signal, or
+/// the Lease lost) and the Leadership to release at the end.
 async fn lead(
     client: &Client,
     cfg: &Config,
     lease_cfg: &LeaseConfig,
     readiness: &Readiness,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Option<impl Future<Output = Stop> + Send + 'static> {
+) -> Option<(impl Future<Output = Stop> + Send + Sync + 'static, Option<Leadership>)> {
     let wait_shutdown = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|v| *v).await;
     };
-    let mut leading = None;
+    let mut leadership = None;
     if cfg.leader_elect {
         readiness.set(Phase::Standby);
         tokio::select! {
-            rx = leader::acquire(client.clone(), lease_cfg.clone()) => leading = Some(rx),
+            held = leader::acquire(client.clone(), lease_cfg.clone()) => leadership = Some(held),
             _ = wait_shutdown(shutdown.clone()) => return None,
         }
     }
-    Some(async move {
+    let leading = leadership.as_ref().map(Leadership::lost);
+    let stop = async move {
         let lost = async move {
             match leading {
                 Some(mut rx) => {
@@ -272,7 +273,8 @@ async fn lead(
             _ = wait_shutdown(shutdown) => Stop::Shutdown,
             _ = lost => Stop::LostLease,
         }
-    })
+    };
+    Some((stop, leadership))
 }
 
 /// Ready once every store has its first list; reconciles wait for it too.

@@ -126,9 +126,30 @@ enum Attempt {
     Retry,
 }
 
+/// The Lease held: renewed in the background until lost or released.
+pub struct Leadership {
+    lost: watch::Receiver<bool>,
+    renewer: tokio::task::AbortHandle,
+}
+
+impl Leadership {
+    /// Turns `false` when leadership is lost.
+    pub fn lost(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
+    /// Stops renewing, then gives the Lease up so the next manager need not
+    /// wait for it to expire. Renewing first and releasing after would let
+    /// the next renewal take the released Lease back for a process about
+    /// to exit, and a standby would wait out the whole lease duration.
+    pub async fn release(self, client: kube::Client, cfg: &LeaseConfig) {
+        self.renewer.abort();
+        give_up(client, cfg).await;
+    }
+}
+
 /// Blocks until the Lease is ours, then keeps renewing it in the background.
-/// The returned receiver turns `false` when leadership is lost.
-pub async fn acquire(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
+pub async fn acquire(client: kube::Client, cfg: LeaseConfig) -> Leadership {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let mut observed = None;
     let mut waiting_logged = false;
@@ -147,13 +168,14 @@ pub async fn acquire(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<
         tokio::time::sleep(cfg.retry_period).await;
     }
     info!(lease = %cfg.name, identity = %cfg.identity, "acquired leadership");
-    let (tx, rx) = watch::channel(true);
-    tokio::spawn(async move {
+    let (tx, lost) = watch::channel(true);
+    let renewer = tokio::spawn(async move {
         renew_until_lost(&api, &cfg, observed).await;
         warn!(lease = %cfg.name, "lost leadership");
         let _ = tx.send(false);
-    });
-    rx
+    })
+    .abort_handle();
+    Leadership { lost, renewer }
 }
 
 /// Renews every retry period; returns when another holder has the Lease or
@@ -243,9 +265,8 @@ fn spec_for(cfg: &LeaseConfig, acquired: Timestamp, now: Timestamp, transitions:
     }
 }
 
-/// Gives the Lease up on shutdown so the next manager need not wait for it
-/// to expire. Best effort, bounded by the request timeout.
-pub async fn release(client: kube::Client, cfg: &LeaseConfig) {
+/// Clears the holder if it is us. Best effort, bounded by the request timeout.
+async fn give_up(client: kube::Client, cfg: &LeaseConfig) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let give_up = async {
         if let Ok(Some(mut lease)) = api.get_opt(&cfg.name).await
