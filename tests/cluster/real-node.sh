@@ -343,6 +343,14 @@ up() {
   for b in "$BIN/kubelet" "$BIN/kube-proxy" "$PAUSE_TAR" "$WEB_TAR" /run/netns/"$REAL_NODE_NETNS"; do
     [ -e "$b" ] || { echo "error: $b missing: run '$0 prepare' first (up.sh does)" >&2; exit 1; }
   done
+  # One real node per machine: every kubelet with the cgroupfs driver keeps
+  # its Pods under /kubepods and treats the others' there as orphans to kill.
+  local other
+  other=$(pgrep -a kubelet | grep -F -- "--config=" | grep -vF -- "$NODE/" | head -n 1 || true)
+  if [ -n "$other" ]; then
+    echo "error: another cluster's real node runs on this machine (${other%% --kubeconfig*}); two kubelets would fight over /kubepods: stop that cluster first" >&2
+    exit 1
+  fi
   t=$SECONDS; start_containerd; rstep "containerd ready in $((SECONDS - t)) s"
   t=$SECONDS; start_kubelet
   wait_for "node $REAL_NODE_NAME Ready" kubelet node_ready
