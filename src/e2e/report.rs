@@ -30,35 +30,37 @@ impl Report {
     }
 }
 
+/// A report with one step per entry of `oks`, for tests of its readers.
+#[cfg(test)]
+pub fn sample(oks: &[bool]) -> Report {
+    Report {
+        namespace: "ns".into(),
+        installed_crd: false,
+        kept: false,
+        interrupted: false,
+        steps: oks
+            .iter()
+            .enumerate()
+            .map(|(i, ok)| StepResult {
+                name: format!("s{i}"),
+                ok: *ok,
+                seconds: 1.0,
+                detail: if *ok { String::new() } else { "timed out".into() },
+            })
+            .collect(),
+        seconds: 2.0,
+        artifacts: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn report(oks: &[bool]) -> Report {
-        Report {
-            namespace: "ns".into(),
-            installed_crd: false,
-            kept: false,
-            interrupted: false,
-            steps: oks
-                .iter()
-                .enumerate()
-                .map(|(i, ok)| StepResult {
-                    name: format!("s{i}"),
-                    ok: *ok,
-                    seconds: 1.0,
-                    detail: String::new(),
-                })
-                .collect(),
-            seconds: 2.0,
-            artifacts: None,
-        }
-    }
-
     #[test]
     fn a_report_passes_only_when_every_step_passed() {
-        assert!(report(&[true, true]).passed());
-        assert!(!report(&[true, false]).passed());
-        assert!(!report(&[]).passed(), "no steps run is not a pass");
+        assert!(sample(&[true, true]).passed());
+        assert!(!sample(&[true, false]).passed());
+        assert!(!sample(&[]).passed(), "no steps run is not a pass");
     }
 }

@@ -1,15 +1,12 @@
 //! `kubectl runner e2e` against the in-cluster manager, its Runners' Pods
 //! real containers on the real node.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::{Api, DeleteParams, ListParams};
-use kubectl_runner::api::Runner;
 use kubectl_runner::e2e::E2E_LABEL;
 
 use crate::fixture::*;
-use crate::support::{TestNs, cli, client, wait_for};
+use crate::support::{TestNs, cli, client};
 
 #[tokio::test]
 #[ignore = "needs the real node: tests/run.sh runs it when the cluster has one"]
@@ -67,13 +64,7 @@ impl Drop for KeptNamespace {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
                 let client = client().await;
-                let runners: Api<Runner> = Api::namespaced(client.clone(), &ns);
-                let _ = runners.delete_collection(&DeleteParams::default(), &Default::default()).await;
-                wait_for("the e2e Runners to be gone", Duration::from_secs(60), || {
-                    let runners = runners.clone();
-                    async move { runners.list(&Default::default()).await.ok()?.items.is_empty().then_some(()) }
-                })
-                .await;
+                delete_runners_and_wait(&client, &ns).await;
                 let namespaces: Api<Namespace> = Api::all(client);
                 if let Ok(n) = namespaces.get(&ns).await
                     && n.metadata.labels.is_some_and(|l| l.contains_key(E2E_LABEL))

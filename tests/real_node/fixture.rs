@@ -113,15 +113,7 @@ impl Drop for InstalledManager {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
                 let client = client().await;
-                let runners: Api<Runner> = Api::namespaced(client.clone(), &ns);
-                let _ = runners.delete_collection(&DeleteParams::default(), &Default::default()).await;
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while Instant::now() < deadline {
-                    match runners.list(&Default::default()).await {
-                        Ok(l) if l.items.is_empty() => break,
-                        _ => tokio::time::sleep(Duration::from_millis(500)).await,
-                    }
-                }
+                delete_runners_and_wait(&client, &ns).await;
                 let _ = Api::<Namespace>::all(client)
                     .delete(MANAGER_NAMESPACE, &DeleteParams::background())
                     .await;
@@ -234,4 +226,18 @@ pub async fn reconciles(pod: &Pod, token: &str) -> Option<u64> {
     let (code, body) = http_get((ip, METRICS_PORT).into(), "/metrics", Some(token)).await?;
     assert_eq!(code, 200, "scrape of {}: {body}", pod.name_any());
     body.lines().find_map(|l| l.strip_prefix("runner_reconciles_total ")?.trim().parse().ok())
+}
+
+/// Deletes every Runner in `ns` and waits (up to 60 s, without failing)
+/// until the manager has removed their finalizer.
+pub async fn delete_runners_and_wait(client: &Client, ns: &str) {
+    let runners: Api<Runner> = Api::namespaced(client.clone(), ns);
+    let _ = runners.delete_collection(&DeleteParams::default(), &Default::default()).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match runners.list(&Default::default()).await {
+            Ok(l) if l.items.is_empty() => break,
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
 }

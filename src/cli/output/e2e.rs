@@ -49,26 +49,7 @@ pub fn json(r: &Report) -> String {
 mod tests {
     use super::*;
 
-    fn report(oks: &[bool]) -> Report {
-        Report {
-            namespace: "ns".into(),
-            installed_crd: false,
-            kept: false,
-            interrupted: false,
-            steps: oks
-                .iter()
-                .enumerate()
-                .map(|(i, ok)| StepResult {
-                    name: format!("s{i}"),
-                    ok: *ok,
-                    seconds: 1.0,
-                    detail: if *ok { String::new() } else { "timed out".into() },
-                })
-                .collect(),
-            seconds: 2.0,
-            artifacts: None,
-        }
-    }
+    use crate::e2e::report::sample as report;
 
     #[test]
     fn the_summary_counts_steps_and_json_has_stable_fields() {
