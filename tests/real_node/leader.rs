@@ -69,23 +69,23 @@ async fn of_two_replicas_one_reconciles_and_a_deleted_leader_hands_over_within_t
     assert!(by_leader > 0, "the leader reconciled");
     assert_eq!(reconciles(standby, &token).await.unwrap_or(0), 0, "the standby reconciled nothing");
 
-    // Delete the leader: it stops, releases the Lease, the standby takes it.
+    // Delete the leader: it stops and releases the Lease, and a standby
+    // takes it. That is the standby above or the Pod the ReplicaSet starts
+    // in the leader's place, whichever asks first once the Lease is free.
     let pods: Api<Pod> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
     let deleted_at = Instant::now();
     pods.delete(&leader_name, &DeleteParams::default()).await.expect("delete the leader Pod");
-    let standby_name = standby.name_any();
     // Released on the leader's SIGTERM, the Lease moves within a retry
     // period (2 s); the bound is what expiry alone would take: the lease
-    // duration after the standby saw the last renewal, plus one retry.
-    wait_for("the standby to hold the Lease", LEASE_DURATION * 2, || {
-        let (client, standby_name) = (client.clone(), standby_name.clone());
-        async move { (lease_holder(&client).await? == standby_name).then_some(()) }
+    // duration after a standby saw the last renewal, plus one retry.
+    let new_leader = wait_for("another manager Pod to hold the Lease", LEASE_DURATION * 2, || {
+        let (client, leader_name) = (client.clone(), leader_name.clone());
+        async move { lease_holder(&client).await.filter(|h| *h != leader_name) }
     })
     .await;
-    eprintln!(
-        "hand-over: the standby leads {:.1} s after the leader's deletion",
-        deleted_at.elapsed().as_secs_f64()
-    );
+    let took = deleted_at.elapsed().as_secs_f64();
+    let who = if new_leader == standby.name_any() { "the standby" } else { "the replacement Pod" };
+    eprintln!("hand-over: {who} leads {took:.1} s after the leader's deletion");
 
     // The new leader reconciles: a scale reaches the Deployment.
     let scale = serde_json::json!({ "spec": { "replicas": 2 } });
@@ -95,5 +95,12 @@ async fn of_two_replicas_one_reconciles_and_a_deleted_leader_hands_over_within_t
         async move { (runners.get("web").await.ok()?.status?.ready_replicas == 2).then_some(()) }
     })
     .await;
-    assert!(reconciles(standby, &token).await.unwrap_or(0) > 0, "the former standby reconciles now");
+    let new_pod = wait_for("the new leader's Pod IP", Duration::from_secs(30), || {
+        let (pods, new_leader) = (pods.clone(), new_leader.clone());
+        async move {
+            pods.get(&new_leader).await.ok().filter(|p| p.status.as_ref().is_some_and(|s| s.pod_ip.is_some()))
+        }
+    })
+    .await;
+    assert!(reconciles(&new_pod, &token).await.unwrap_or(0) > 0, "the new leader reconciles");
 }
