@@ -2,7 +2,23 @@
 //! status` does. The manager's Runner status and `install --wait` (the
 //! manager's own Deployment) both read it.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+
+/// What the rule reads of a Deployment: a full one (the CLI's) or the
+/// manager's cached view of one.
+pub trait RolloutSource {
+    fn generation(&self) -> Option<i64>;
+    fn status(&self) -> Option<&DeploymentStatus>;
+}
+
+impl RolloutSource for Deployment {
+    fn generation(&self) -> Option<i64> {
+        self.metadata.generation
+    }
+    fn status(&self) -> Option<&DeploymentStatus> {
+        self.status.as_ref()
+    }
+}
 
 /// The Deployment's counts, and whether its current revision is complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,10 +37,9 @@ pub struct Rollout {
 }
 
 /// The rollout of `d` towards `desired` replicas (None: no Deployment yet).
-pub fn of(d: Option<&Deployment>, desired: i32) -> Rollout {
-    let st = d.and_then(|d| d.status.clone()).unwrap_or_default();
-    let caught_up =
-        d.is_some_and(|d| st.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0));
+pub fn of<D: RolloutSource>(d: Option<&D>, desired: i32) -> Rollout {
+    let st = d.and_then(|d| d.status().cloned()).unwrap_or_default();
+    let caught_up = d.is_some_and(|d| st.observed_generation.unwrap_or(0) >= d.generation().unwrap_or(0));
     let (ready, updated, available, total) = (
         st.ready_replicas.unwrap_or(0),
         st.updated_replicas.unwrap_or(0),
@@ -64,6 +79,6 @@ mod tests {
         assert!(!of(Some(&deployment(3, 2, 1, 1, 1)), 1).complete, "not caught up");
         assert!(!of(Some(&deployment(2, 2, 1, 1, 2)), 1).complete, "an old replica is left");
         assert!(!of(Some(&deployment(2, 2, 1, 0, 1)), 1).complete, "not available");
-        assert!(!of(None, 1).complete);
+        assert!(!of::<Deployment>(None, 1).complete);
     }
 }

@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn the_reason_names_the_counts_and_each_stuck_pod() {
-        let r = rollout::of(None, 1);
+        let r = rollout::of::<Deployment>(None, 1);
         let problems = vec![("mgr-1".into(), "ImagePullBackOff".into(), "pull access denied".into())];
         let s = why(&r, 1, &problems);
         assert!(s.starts_with("0/1 replicas updated, 0 available"), "{s}");

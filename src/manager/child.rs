@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use super::context::Context;
-use super::{drift, managed_fields};
+use super::{child_view, drift, managed_fields};
 use crate::api::{FIELD_MANAGER, Runner};
 use crate::children::{Ownership, Refused, ownership};
 use crate::error::{Error, Result, is_rejection};
@@ -63,17 +63,21 @@ fn kind_of<K: Child>() -> &'static str {
 /// Makes the child named after the Runner equal `want` on the fields we
 /// set. Errors are transient (conflict, transport) and worth a retry; a
 /// rejection by the apiserver is an [`Outcome`], for the status to show.
-pub async fn ensure<K: Child>(
+/// The store holds `V`, the part of `K` the manager reads (a
+/// [`super::child_view`], or `K` itself); what the apiserver answers is
+/// converted to it.
+pub async fn ensure<K: Child, V: Child>(
     ctx: &Context,
     runner: &Runner,
-    store: &Store<K>,
+    store: &Store<V>,
     want: K,
-) -> Result<Outcome<K>> {
+) -> Result<Outcome<V>> {
     let (ns, name, uid) =
         (runner.namespace().unwrap_or_default(), runner.name_any(), runner.uid().unwrap_or_default());
     let kind = kind_of::<K>();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-    let live = match store.get(&ObjectRef::new(&name).within(&ns)) {
+    let encode = |source| Error::Encode { what: kind, source };
+    let live: V = match store.get(&ObjectRef::new(&name).within(&ns)) {
         Some(cached) => cached.as_ref().clone(),
         // Not in the store (it holds labelled objects only): POST, the one
         // write that never merges into a same-name object someone else made.
@@ -84,10 +88,11 @@ pub async fn ensure<K: Child>(
             Ok(created) => {
                 info!(kind, namespace = %ns, %name, "created");
                 ctx.metrics.write(&format!("create_{}", kind.to_lowercase()));
-                return Ok(Outcome::Ours(created));
+                return Ok(Outcome::Ours(child_view::of(&created).map_err(encode)?));
             }
             Err(kube::Error::Api(s)) if s.is_already_exists() => {
-                api.get(&name).await.map_err(|e| Error::api("get", kind, &ns, &name, e))?
+                let found = api.get(&name).await.map_err(|e| Error::api("get", kind, &ns, &name, e))?;
+                child_view::of(&found).map_err(encode)?
             }
             Err(e) if is_rejection(&e) => return Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
             Err(e) => return Err(Error::api("create", kind, &ns, &name, e)),
@@ -100,8 +105,10 @@ pub async fn ensure<K: Child>(
     if live.meta().deletion_timestamp.is_some() {
         return Ok(Outcome::Ours(live)); // going away; its delete event brings the next pass
     }
-    let encode = |source| Error::Encode { what: kind, source };
-    let want_v = serde_json::to_value(&want).map_err(encode)?;
+    let mut want_v = serde_json::to_value(&want).map_err(encode)?;
+    // The type is the URL's, not a field to compare: list items and views
+    // do not carry it. The apply body does.
+    let type_meta = ["apiVersion", "kind"].map(|k| want_v.as_object_mut().and_then(|o| o.remove_entry(k)));
     let plan = drift::plan(&want_v, &serde_json::to_value(&live).map_err(encode)?);
     if !plan.apply {
         return Ok(Outcome::Ours(live));
@@ -116,12 +123,15 @@ pub async fn ensure<K: Child>(
     // by someone else's since we read it, the apply fails with a conflict.
     let mut body = want_v;
     body["metadata"]["uid"] = json!(live.uid());
+    for (k, v) in type_meta.into_iter().flatten() {
+        body[k] = v;
+    }
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     match api.patch(&name, &pp, &Patch::Apply(&body)).await {
         Ok(applied) => {
             info!(kind, namespace = %ns, %name, "applied our fields");
             ctx.metrics.write(&format!("apply_{}", kind.to_lowercase()));
-            Ok(Outcome::Ours(applied))
+            Ok(Outcome::Ours(child_view::of(&applied).map_err(encode)?))
         }
         Err(e) if is_rejection(&e) => Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
         Err(e) => Err(Error::api("apply", kind, &ns, &name, e)),

@@ -5,22 +5,21 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
+use super::child_view::{DeploymentView, ServiceView};
 use super::metrics::Metrics;
 use super::pod_problems::PodProblems;
 
-/// Reflector stores of the children (filtered by the UID label, trimmed by
-/// [`super::trim`]) and the Pod problem view.
+/// Reflector stores of the children (filtered by the UID label; views of
+/// Deployments and Services, trimmed Ingresses) and the Pod problem view.
 #[derive(Clone)]
 pub struct Stores {
-    pub deployments: Store<Deployment>,
-    pub services: Store<Service>,
+    pub deployments: Store<DeploymentView>,
+    pub services: Store<ServiceView>,
     pub ingresses: Store<Ingress>,
     pub pods: PodProblems,
 }

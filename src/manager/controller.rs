@@ -167,13 +167,13 @@ async fn reconcile_until(
     let synced = announce_sync(w.stores.clone(), readiness.clone());
 
     info!(namespace = ns.unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
-    let config = controller::Config::default().debounce(Duration::from_millis(200)).concurrency(CONCURRENCY);
+    // No debounce here: a Runner's own changes go out at once; its children's
+    // events come debounced (`child_triggers`).
+    let config = controller::Config::default().concurrency(CONCURRENCY);
     let mut grace = stopping.clone();
     let controller = Controller::for_stream(w.runner_events, w.runners)
         .with_config(config)
-        .watches_stream(w.deployments, watches::runner_of_same_name)
-        .watches_stream(w.services, watches::runner_of_same_name)
-        .watches_stream(w.ingresses, watches::runner_of_same_name)
+        .reconcile_on(w.child_triggers)
         .reconcile_on(w.pod_triggers)
         .graceful_shutdown_on(stop)
         .run(

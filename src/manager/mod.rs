@@ -8,6 +8,7 @@
 //!                 leader Lease, preflight (CRD + permissions), /metrics /healthz /readyz
 //! ```
 pub mod child;
+pub mod child_view;
 pub mod context;
 pub mod controller;
 pub mod desired;
@@ -31,3 +32,5 @@ pub use controller::{Config, run};
 
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod served_fixture;

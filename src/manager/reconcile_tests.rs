@@ -117,7 +117,8 @@ fn context_with(deployments: Vec<k8s_openapi::api::apps::v1::Deployment>) -> (Ar
     let client = kube::Client::new(svc, "default");
     let (dep_store, mut writer) = reflector::store();
     for d in deployments {
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(d));
+        let view = crate::manager::child_view::of(&d).unwrap();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(view));
     }
     let stores = Stores {
         deployments: dep_store,

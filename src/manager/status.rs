@@ -6,7 +6,7 @@
 //! replicas must equal the desired count. A Deployment still rolling out
 //! an old ReplicaSet is never reported Ready.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use super::child_view::DeploymentView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
@@ -18,7 +18,7 @@ use crate::rollout::{self, Rollout};
 #[derive(Debug, Default)]
 pub struct Observed<'a> {
     /// The Runner's Deployment, if it exists and is ours.
-    pub deployment: Option<&'a Deployment>,
+    pub deployment: Option<&'a DeploymentView>,
     /// The first stuck Pod's (reason, message), from the Pod view
     /// ([`super::pod_problems`]).
     pub pod_problem: Option<(String, String)>,
@@ -167,7 +167,13 @@ mod tests {
         r
     }
 
-    fn deployment(generation: i64, observed: i64, updated: i32, available: i32, replicas: i32) -> Deployment {
+    fn deployment(
+        generation: i64,
+        observed: i64,
+        updated: i32,
+        available: i32,
+        replicas: i32,
+    ) -> DeploymentView {
         serde_json::from_value(json!({
             "metadata": { "name": "web", "generation": generation },
             "status": { "observedGeneration": observed, "updatedReplicas": updated, "availableReplicas": available,

@@ -1,18 +1,21 @@
 //! The manager's watches: a reflector store per child kind (label-filtered,
-//! trimmed), the Runner stream with its predicate, and the Pod problem
+//! lean views or trimmed), the Runner stream with its predicate, and the Pod problem
 //! view. Each watch retries on its own ([`WatchBackoff`]); errors never
 //! reach the Controller.
 
 use futures::stream::BoxStream;
+use std::time::Duration;
+
+use futures::future::ready;
 use futures::{StreamExt, stream};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
 
+use super::child_view::{DeploymentView, ServiceView};
 use super::context::Stores;
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
@@ -28,9 +31,9 @@ pub struct Watches {
     pub stores: Stores,
     pub runners: Store<Runner>,
     pub runner_events: Events<Runner>,
-    pub deployments: Events<Deployment>,
-    pub services: Events<Service>,
-    pub ingresses: Events<Ingress>,
+    /// Runners whose Deployment, Service or Ingress changed, debounced
+    /// ([`CHILD_DEBOUNCE`]). Polling it keeps the children's stores filled.
+    pub child_triggers: BoxStream<'static, ObjectRef<Runner>>,
     /// Runners whose reported Pod problem changed.
     pub pod_triggers: BoxStream<'static, ObjectRef<Runner>>,
 }
@@ -38,6 +41,13 @@ pub struct Watches {
 /// Objects per page of a watch's initial list: the largest transient
 /// allocation at startup and on every relist.
 const LIST_PAGE: u32 = 100;
+
+/// How long a Runner's children must be quiet before their events bring a
+/// pass. A rollout sends a burst of Deployment status events (the new
+/// ReplicaSet, then each replica updated, ready, available), and one pass
+/// reads them all. Changes to the Runner itself are not debounced: they
+/// reach the children at once.
+const CHILD_DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// What of a Runner, when it changes, needs a pass: its spec (generation),
 /// a deletion, or its finalizers. Status-only updates (our own writes) do
@@ -72,26 +82,32 @@ fn without_errors<K: Send + 'static>(
 /// The Runner a child event concerns: the one with the child's name, not
 /// the owner. A child of a deleted Runner going away must wake the Runner
 /// created again under the same name, which waits for that name.
-pub fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>> {
+fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>> {
     Some(ObjectRef::new(child.meta().name.as_deref()?).within(child.meta().namespace.as_deref()?))
+}
+
+/// The Runners a child watch's events concern ([`runner_of_same_name`]).
+fn runners_of<K: kube::Resource + Send + 'static>(
+    what: &'static str,
+    children: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> BoxStream<'static, ObjectRef<Runner>> {
+    without_errors(what, children).filter_map(|c| ready(c.ok().and_then(runner_of_same_name))).boxed()
 }
 
 /// Starts every watch (lazily: they run when the Controller polls them).
 pub fn start(client: &Client, ns: Option<&str>) -> Watches {
     // Every cache is label-filtered and trimmed before it is stored.
     let children = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
-    let (deployments, dep_w) = reflector::store::<Deployment>();
-    let (services, svc_w) = reflector::store::<Service>();
+    let (deployments, dep_w) = reflector::store::<DeploymentView>();
+    let (services, svc_w) = reflector::store::<ServiceView>();
     let (ingresses, ing_w) = reflector::store::<Ingress>();
     let (runners, runner_w) = reflector::store::<Runner>();
-    let dep_stream = watcher(scoped::<Deployment>(client, ns), children.clone())
+    let dep_stream = watcher(scoped::<DeploymentView>(client, ns), children.clone())
         .backoff(WatchBackoff::default())
-        .modify(trim::deployment)
         .reflect(dep_w)
         .touched_objects();
-    let svc_stream = watcher(scoped::<Service>(client, ns), children.clone())
+    let svc_stream = watcher(scoped::<ServiceView>(client, ns), children.clone())
         .backoff(WatchBackoff::default())
-        .modify(trim::service)
         .reflect(svc_w)
         .touched_objects();
     let ing_stream = watcher(scoped::<Ingress>(client, ns), children.clone())
@@ -127,13 +143,51 @@ pub fn start(client: &Client, ns: Option<&str>) -> Watches {
         stores: Stores { deployments, services, ingresses, pods },
         runners,
         runner_events: without_errors("Runner", runner_stream).boxed(),
-        deployments: without_errors("Deployment", dep_stream).boxed(),
-        services: without_errors("Service", svc_stream).boxed(),
-        ingresses: without_errors("Ingress", ing_stream).boxed(),
+        child_triggers: debounced(stream::select_all([
+            runners_of("Deployment", dep_stream),
+            runners_of("Service", svc_stream),
+            runners_of("Ingress", ing_stream),
+        ]))
+        .boxed(),
         pod_triggers: pod_triggers.boxed(),
     }
 }
 
+/// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`].
+fn debounced(
+    triggers: impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static,
+) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
+    let now = |message| ScheduleRequest { message, run_at: tokio::time::Instant::now() };
+    debounced_scheduler(triggers.map(now), CHILD_DEBOUNCE)
+}
+
 fn log_watch_error(what: &str, e: &watcher::Error) {
     warn!(watch = what, error = %e, "watch error; retrying with backoff (a relist follows 410 Expired)");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn child_events_closer_than_the_debounce_bring_one_pass_per_runner() {
+        let runner = |name: &str| ObjectRef::<Runner>::new(name).within("ns");
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut passes = debounced(rx).boxed();
+        let start = Instant::now();
+        for _ in 0..4 {
+            tx.unbounded_send(runner("web")).unwrap();
+            tokio::time::sleep(CHILD_DEBOUNCE / 4).await;
+        }
+        tx.unbounded_send(runner("api")).unwrap();
+        let mut got = Vec::new();
+        while let Ok(Some(r)) = tokio::time::timeout(CHILD_DEBOUNCE * 3, passes.next()).await {
+            got.push((r.name.clone(), start.elapsed()));
+        }
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["web", "api"], "one pass per Runner, in the order they went quiet");
+        assert!(got[0].1 >= CHILD_DEBOUNCE, "the first pass waits out the debounce: {got:?}");
+    }
 }

@@ -9,6 +9,7 @@ use serde_json::json;
 use super::fixtures;
 use crate::children::{FAILING_POD_REASONS, Ownership, ownership};
 use crate::diagnose::finding::Severity;
+use crate::manager::child_view::{self, DeploymentView};
 use crate::manager::pod_view::PodView;
 use crate::manager::status::{self, Observed};
 
@@ -40,6 +41,7 @@ fn the_manager_and_diagnose_agree_on_whose_deployment_it_is() {
         let mut rs = fixtures::runner_state();
         change(rs.deployment.as_mut().unwrap());
         let d = rs.deployment.clone().unwrap();
+        let view: DeploymentView = child_view::of(&d).unwrap();
         let manager_ours = ownership(&d.metadata, fixtures::UID) == Ownership::Ours;
         let refused = (!manager_ours).then(|| crate::children::Refused {
             kind: "Deployment",
@@ -48,7 +50,7 @@ fn the_manager_and_diagnose_agree_on_whose_deployment_it_is() {
             ownership: ownership(&d.metadata, fixtures::UID),
         });
         let seen = Observed {
-            deployment: manager_ours.then_some(&d),
+            deployment: manager_ours.then_some(&view),
             refused: refused.into_iter().collect(),
             ..Default::default()
         };
@@ -78,6 +80,7 @@ fn the_manager_and_diagnose_agree_on_which_pod_reasons_are_failures() {
         let d: k8s_openapi::api::apps::v1::Deployment = fixtures::from(json!({
             "metadata": { "name": "web", "generation": 1 },
             "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 0 } }));
+        let d: DeploymentView = child_view::of(&d).unwrap();
         let seen = Observed { deployment: Some(&d), pod_problem: view.problem(), ..Default::default() };
         let manager_fails = status::compute(&rs.runner, &seen, &now()).phase == crate::api::Phase::Failed;
         let diagnose_fails = diagnose_errors(rs, reason) > 0;
