@@ -59,6 +59,11 @@ pub struct RunManagerArgs {
     /// namespace, else $POD_NAMESPACE, else runner-system).
     #[arg(long)]
     pub lease_namespace: Option<String>,
+    /// Reconcile passes in flight at once (each holds one connection to the
+    /// apiserver while it writes).
+    #[arg(long, default_value_t = manager::DEFAULT_CONCURRENCY,
+          value_parser = clap::value_parser!(u16).range(1..=manager::MAX_CONCURRENCY as i64))]
+    pub concurrency: u16,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -91,6 +96,7 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     cfg.health_addr = a.health_addr;
     cfg.leader_elect = a.leader_elect;
     cfg.metrics_auth = a.metrics_auth;
+    cfg.concurrency = a.concurrency;
     cfg.preflight = !a.skip_preflight;
     if let Some(sa) = &a.as_service_account {
         tracing::info!(user = %sa.user(), "acting as ServiceAccount {sa}");
@@ -130,6 +136,15 @@ mod tests {
 
     use crate::cli::{Cli, Command};
     use crate::service_account::ServiceAccountRef;
+
+    #[test]
+    fn concurrency_outside_its_range_is_refused_naming_the_flag_and_range() {
+        let argv = ["kubectl-runner", "run-manager", "--concurrency", "0"];
+        let err = Cli::try_parse_from(argv).unwrap_err().to_string();
+        assert!(err.contains("--concurrency") && err.contains("1..="), "{err}");
+        assert_eq!(parse(&["--concurrency", "16"]).concurrency, 16);
+        assert_eq!(parse(&[]).concurrency, crate::manager::DEFAULT_CONCURRENCY);
+    }
 
     fn parse(args: &[&str]) -> super::RunManagerArgs {
         let argv = ["kubectl-runner", "run-manager"].iter().chain(args);

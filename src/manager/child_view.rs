@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::api::core::v1::{ContainerPort, ServicePort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
+    LabelSelectorRequirement, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
 };
 use kube::Resource;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -49,9 +49,40 @@ pub struct DeploymentSpecView {
     pub replicas: Option<i32>,
     /// All of it: the selector is atomic, an extra key is drift.
     #[serde(default)]
-    pub selector: LabelSelector,
+    pub selector: SelectorView,
     #[serde(default)]
     pub template: TemplateView,
+}
+
+/// A label selector, its labels as [`Labels`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_labels: Option<Labels>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
+}
+
+/// A string map as a sorted list: a `BTreeMap` allocates a 540-byte node
+/// for even one entry, and a child has several small maps. Serialized as
+/// the JSON object it was decoded from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Labels(Vec<(String, String)>);
+
+impl Serialize for Labels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut pairs: Vec<(String, String)> =
+            BTreeMap::<String, String>::deserialize(d)?.into_iter().collect();
+        pairs.shrink_to_fit();
+        Ok(Labels(pairs))
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -65,7 +96,7 @@ pub struct TemplateView {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LabelsView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub labels: Option<Labels>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -99,7 +130,7 @@ pub struct ServiceSpecView {
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<BTreeMap<String, String>>,
+    pub selector: Option<Labels>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ServicePort>>,
 }
@@ -275,6 +306,15 @@ mod tests {
         let d: DeploymentView = decode(live);
         assert!(crate::manager::managed_fields::needs_upgrade(&d.metadata));
         assert!(d.metadata.managed_fields.as_ref().unwrap().iter().all(|e| e.fields_v1.is_none()));
+    }
+
+    #[test]
+    fn labels_decode_sorted_and_serialize_as_the_map_they_came_from() {
+        let map = json!({ "b": "2", "a": "1", "c": "3" });
+        let l: Labels = decode(map.clone());
+        assert_eq!(l.0.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(as_json(&l), map);
+        assert_eq!(as_json(&decode::<Labels>(json!({}))), json!({}));
     }
 
     #[test]

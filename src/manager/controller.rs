@@ -41,6 +41,8 @@ pub struct Config {
     /// Serve `/metrics` only to callers the apiserver authenticates and
     /// authorises (`get` on `/metrics`).
     pub metrics_auth: bool,
+    /// Reconcile passes in flight at once.
+    pub concurrency: u16,
 }
 
 impl Config {
@@ -59,6 +61,7 @@ impl Config {
             identity,
             preflight: true,
             metrics_auth: false,
+            concurrency: DEFAULT_CONCURRENCY,
         }
     }
 
@@ -71,10 +74,11 @@ impl Config {
 /// How long a stop waits for passes in flight (each is a few requests).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Reconciles in flight at once. Each holds one pooled HTTP/1.1 connection
-/// while it writes; a few keep creation fast without a burst of TLS
-/// handshakes and connections when a thousand Runners arrive together.
-const CONCURRENCY: u16 = 4;
+/// Reconciles in flight at once, unless configured. Each holds one pooled
+/// HTTP/1.1 connection while it writes.
+pub const DEFAULT_CONCURRENCY: u16 = 4;
+/// More passes in flight than this would only queue at the apiserver.
+pub const MAX_CONCURRENCY: u16 = 64;
 
 /// Runs until `shutdown` resolves (SIGINT/SIGTERM in the binary) or, with
 /// leader election, until leadership is lost (an error: the process should
@@ -169,7 +173,7 @@ async fn reconcile_until(
     info!(namespace = ns.unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
     // No debounce here: a Runner's own changes go out at once; its children's
     // events come debounced (`child_triggers`).
-    let config = controller::Config::default().concurrency(CONCURRENCY);
+    let config = controller::Config::default().concurrency(cfg.concurrency);
     let mut grace = stopping.clone();
     let controller = Controller::for_stream(w.runner_events, w.runners)
         .with_config(config)

@@ -21,6 +21,7 @@ pub mod pod_problems;
 pub mod pod_view;
 pub mod preflight;
 pub mod reconcile;
+pub mod relist;
 pub mod retry;
 pub mod runner_patch;
 pub mod server;
@@ -28,7 +29,7 @@ pub mod status;
 pub mod trim;
 pub mod watches;
 
-pub use controller::{Config, run};
+pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};
 
 #[cfg(test)]
 mod reconcile_tests;

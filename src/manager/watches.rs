@@ -10,7 +10,7 @@ use futures::future::ready;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
@@ -19,6 +19,7 @@ use super::child_view::{DeploymentView, ServiceView};
 use super::context::Stores;
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
+use super::relist::InPlace;
 use super::retry::WatchBackoff;
 use super::trim;
 use crate::api::{RUNNER_UID_LABEL, Runner};
@@ -104,21 +105,25 @@ pub fn start(client: &Client, ns: Option<&str>) -> Watches {
     let (runners, runner_w) = reflector::store::<Runner>();
     let dep_stream = watcher(scoped::<DeploymentView>(client, ns), children.clone())
         .backoff(WatchBackoff::default())
+        .relist_in_place(&deployments)
         .reflect(dep_w)
         .touched_objects();
     let svc_stream = watcher(scoped::<ServiceView>(client, ns), children.clone())
         .backoff(WatchBackoff::default())
+        .relist_in_place(&services)
         .reflect(svc_w)
         .touched_objects();
     let ing_stream = watcher(scoped::<Ingress>(client, ns), children.clone())
         .backoff(WatchBackoff::default())
         .modify(trim::ingress)
+        .relist_in_place(&ingresses)
         .reflect(ing_w)
         .touched_objects();
     let runner_stream =
         watcher(scoped::<Runner>(client, ns), watcher::Config::default().page_size(LIST_PAGE))
             .backoff(WatchBackoff::default())
             .modify(trim::runner)
+            .relist_in_place(&runners)
             .reflect(runner_w)
             .applied_objects()
             .predicate_filter(runner_changed, Default::default());
@@ -151,6 +156,30 @@ pub fn start(client: &Client, ns: Option<&str>) -> Watches {
         .boxed(),
         pod_triggers: pod_triggers.boxed(),
     }
+}
+
+/// [`InPlace`] on a watch's events, for the store they fill.
+trait RelistInPlace<K: Lookup>:
+    futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized
+{
+    fn relist_in_place(self, store: &Store<K>) -> impl futures::Stream<Item = Self::Item> + Send + 'static
+    where
+        Self: Send + 'static,
+        K: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        let (store, mut in_place) = (store.clone(), InPlace::default());
+        self.flat_map(move |ev| {
+            stream::iter(match ev {
+                Ok(ev) => in_place.rewrite(ev, || store.state()).into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            })
+        })
+    }
+}
+
+impl<K: Lookup, S> RelistInPlace<K> for S where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+{
 }
 
 /// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`].
