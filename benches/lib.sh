@@ -14,6 +14,10 @@
 #                          without it (or without Go) only this manager runs
 #   RUNNER_BENCH_MANAGERS  which managers, in order, default "rust twin"
 #   RUNNER_MANAGER_ARGS    extra arguments of `kubectl-runner run-manager`
+#   RUNNER_BENCH_KEEP=1    leave the bench cluster running at the end
+#   RUNNER_BENCH_REUSE=1   use the bench cluster a run left running instead of
+#                          a fresh one (scale.sh: measure a new build on
+#                          Runners already settled, without creating them)
 #   RUNNER_TWIN_ARGS       extra arguments of the twin (e.g.
 #                          --max-concurrent-reconciles=4); default none, as
 #                          the kubebuilder scaffold runs it
@@ -61,8 +65,12 @@ build_all() {
 # the RUNNER_CLUSTER_* knobs), KUBECONFIG exported, the CRD installed, and
 # kubectl the one built with the control plane.
 cluster_up() {
-  step "fresh control plane '$RUNNER_CLUSTER_NAME' ($RUNNER_CLUSTER_NODES fake node(s))"
-  bash tests/cluster/down.sh > /dev/null 2>&1 || true
+  if [ "${RUNNER_BENCH_REUSE:-0}" = 1 ]; then
+    step "reusing the control plane '$RUNNER_CLUSTER_NAME' (RUNNER_BENCH_REUSE=1)"
+  else
+    step "fresh control plane '$RUNNER_CLUSTER_NAME' ($RUNNER_CLUSTER_NODES fake node(s))"
+    bash tests/cluster/down.sh > /dev/null 2>&1 || true
+  fi
   # Two steps, so a failing up.sh stops the script (eval "$(...)" would not).
   local kubeconfig_export
   kubeconfig_export=$(bash tests/cluster/up.sh)
@@ -76,6 +84,11 @@ cluster_up() {
 kubectl() { "$kubectl_bin" "$@"; }
 
 cluster_down() {
+  if [ "${RUNNER_BENCH_KEEP:-0}" = 1 ]; then
+    step "leaving the bench cluster '$RUNNER_CLUSTER_NAME' running (RUNNER_BENCH_KEEP=1); stop it with:" \
+      "RUNNER_CLUSTER_NAME=$RUNNER_CLUSTER_NAME bash tests/cluster/down.sh"
+    return 0
+  fi
   step "stopping the bench cluster '$RUNNER_CLUSTER_NAME'"
   bash tests/cluster/down.sh > /dev/null 2>&1 || true
 }

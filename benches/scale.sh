@@ -20,7 +20,9 @@
 #                  sampled every 0.1 s) until it is quiet again, and that
 #                  peak / steady
 # A ratio table follows. The twin starts on children this manager made; its
-# sync includes whatever it rewrites to adopt them.
+# sync includes whatever it rewrites to adopt them. To measure another build
+# on Runners a run left (RUNNER_BENCH_KEEP=1), run again with
+# RUNNER_BENCH_REUSE=1 and RUNNER_SCALE_SIZES set to the number there.
 #
 # Environment: RUNNER_SCALE_SIZES (default "1000 5000 10000"),
 # RUNNER_SCALE_WINDOW (seconds, default 30), RUNNER_BENCH_IMAGE,
@@ -117,8 +119,13 @@ build_all bench_runners
 load_start=$(cut -d ' ' -f 1-3 /proc/loadavg)
 cluster_up
 : > "$work/rows"
-have=0
+# Runners already there (RUNNER_BENCH_REUSE=1) count towards each size.
+have=$(kubectl get runners -A --no-headers 2> /dev/null | wc -l)
 for size in $SIZES; do
+  if ((size < have)); then
+    step "skipping $size Runners: $have are there already"
+    continue
+  fi
   if ((size > have)); then
     manager_start rust "$work/rust.log"
     kubectl create namespace "scale-$size" > /dev/null
