@@ -114,7 +114,7 @@ pub async fn ensure<K: Child, V: Child>(
         return Ok(Outcome::Ours(live));
     }
     if managed_fields::needs_upgrade(live.meta()) || !plan.renamed.is_empty() {
-        match prepare(ctx, &api, &name, &want_v).await {
+        match prepare_retrying(ctx, &api, &name, &want_v).await {
             Err(e) if is_rejection(&e) => return Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
             other => other.map_err(|e| Error::api("prepare", kind, &ns, &name, e))?,
         }
@@ -135,6 +135,29 @@ pub async fn ensure<K: Child, V: Child>(
         }
         Err(e) if is_rejection(&e) => Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
         Err(e) => Err(Error::api("apply", kind, &ns, &name, e)),
+    }
+}
+
+/// Attempts at [`prepare`] within one pass. Its guard is the child's
+/// resourceVersion, and while a rollout runs the Deployment controller
+/// writes the Deployment's status every few hundred milliseconds: a pass
+/// that gave up at the first conflict waited the conflict requeue and
+/// often lost again (a change's p99 reached 16 s at 25 changes/s). A
+/// fresh read and patch at once takes milliseconds and nearly always wins.
+const PREPARE_ATTEMPTS: usize = 5;
+
+async fn prepare_retrying<K: Child>(
+    ctx: &Context,
+    api: &Api<K>,
+    name: &str,
+    want: &Value,
+) -> kube::Result<()> {
+    let mut attempt = 1;
+    loop {
+        match prepare(ctx, api, name, want).await {
+            Err(e) if attempt < PREPARE_ATTEMPTS && crate::error::is_failed_test(&e) => attempt += 1,
+            done => return done,
+        }
     }
 }
 
