@@ -39,6 +39,9 @@ build_all() {
   local target=${CARGO_TARGET_DIR:-$root/target} profile=${RUNNER_BENCH_PROFILE:-release} outdir ex args=()
   outdir=$([ "$profile" = dev ] && echo debug || echo "$profile")
   for ex in "$@"; do args+=(--example "$ex"); done
+  # The commit the figures are of: the one built, whatever HEAD is by the end.
+  bench_commit=$(git rev-parse --short HEAD 2> /dev/null || echo '?')
+  git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2> /dev/null || bench_commit="$bench_commit+changes"
   step "building the $profile manager and ${*} (cargo build --profile $profile)"
   cargo build --profile "$profile" --bin kubectl-runner "${args[@]}"
   cp "$target/$outdir/kubectl-runner" "$work/"

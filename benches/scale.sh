@@ -144,7 +144,7 @@ done
 
 echo
 echo "scale: replicas 1, kwok Pods, steady window ${WINDOW}s, $(nproc) cores, load average at start $load_start," \
-  "profile ${RUNNER_BENCH_PROFILE:-release}, commit $(git rev-parse --short HEAD 2> /dev/null || echo '?')"
+  "profile ${RUNNER_BENCH_PROFILE:-release}, commit $bench_commit"
 awk -F'\t' '
   BEGIN { printf "  %-8s %8s %10s %10s %12s %11s %11s %12s %13s\n", "manager", "Runners", "synced s", "sync CPU s",
             "steady cores", "steady MiB", "start peak", "relist peak", "relist/steady" }

@@ -97,7 +97,7 @@ done
 
 echo
 echo "sustained load: N=$N Runners, ${SECS}s per rate, $(nproc) cores, load average at start $load_start," \
-  "profile ${RUNNER_BENCH_PROFILE:-release}, commit $(git rev-parse --short HEAD 2> /dev/null || echo '?')"
+  "profile ${RUNNER_BENCH_PROFILE:-release}, commit $bench_commit"
 # shellcheck disable=SC2086 # one argument per manager
 python3 "$root/benches/sustained.py" "$out" $MANAGERS
 [ -n "${RUNNER_SUSTAINED_OUT:-}" ] && step "raw figures and audit logs: $out"
