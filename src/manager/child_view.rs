@@ -35,7 +35,7 @@ pub fn of<V: serde::de::DeserializeOwned>(full: &impl Serialize) -> serde_json::
 /// A Deployment: our spec fields, and its status for the rollout.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DeploymentView {
-    #[serde(deserialize_with = "child_meta")]
+    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: DeploymentSpecView,
@@ -119,7 +119,7 @@ pub struct ContainerView {
 /// A Service: type, selector and ports; no addresses, no status.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ServiceView {
-    #[serde(deserialize_with = "child_meta")]
+    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: ServiceSpecView,
@@ -135,10 +135,11 @@ pub struct ServiceSpecView {
     pub ports: Option<Vec<ServicePort>>,
 }
 
-/// A child's metadata without annotations, timestamps or managedFields'
+/// An object's metadata without annotations, timestamps or managedFields'
 /// field sets (skipped unparsed); of managedFields only the marker that
-/// says an upgrade is due ([`super::managed_fields::keep_marker`]).
-fn child_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+/// says an upgrade is due ([`super::managed_fields::keep_marker`]). Pods
+/// ([`super::pod_view`]) are decoded with it too.
+pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Lean {

@@ -4,17 +4,16 @@
 //! skips what this type does not name without allocating for it.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 /// A Pod as the manager sees it: name, namespace, labels and the waiting
 /// reasons and scheduling condition of its status.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct PodView {
-    #[serde(deserialize_with = "lean_meta")]
+    #[serde(deserialize_with = "super::child_view::lean_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: PodStatusView,
@@ -53,29 +52,6 @@ pub struct PodConditionView {
     pub status: String,
     pub reason: Option<String>,
     pub message: Option<String>,
-}
-
-/// Only the identity fields of the metadata; managedFields, annotations and
-/// ownerReferences are skipped unparsed.
-fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Lean {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
-        labels: Option<BTreeMap<String, String>>,
-    }
-    let l = Lean::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: l.name,
-        namespace: l.namespace,
-        uid: l.uid,
-        resource_version: l.resource_version,
-        labels: l.labels,
-        ..Default::default()
-    })
 }
 
 impl Resource for PodView {
