@@ -1,5 +1,5 @@
 //! Pure: the part of a Deployment and a Service the manager caches, decoded
-//! straight from the watch stream as [`super::pod_view::PodView`] is.
+//! straight from the watch stream as Pods are.
 //!
 //! The full k8s-openapi types are mostly room for fields we never read: a
 //! `Deployment` is 2.5 KB inline and its `Container` 2.3 KB more, before
@@ -18,9 +18,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::api::core::v1::{ContainerPort, ServicePort};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelectorRequirement, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use kube::Resource;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -35,7 +33,7 @@ pub fn of<V: serde::de::DeserializeOwned>(full: &impl Serialize) -> serde_json::
 /// A Deployment: our spec fields, and its status for the rollout.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DeploymentView {
-    #[serde(deserialize_with = "lean_meta")]
+    #[serde(deserialize_with = "super::lean_meta::decode")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: DeploymentSpecView,
@@ -119,7 +117,7 @@ pub struct ContainerView {
 /// A Service: type, selector and ports; no addresses, no status.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ServiceView {
-    #[serde(deserialize_with = "lean_meta")]
+    #[serde(deserialize_with = "super::lean_meta::decode")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: ServiceSpecView,
@@ -133,56 +131,6 @@ pub struct ServiceSpecView {
     pub selector: Option<Labels>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ServicePort>>,
-}
-
-/// An object's metadata without annotations, timestamps or managedFields'
-/// field sets (skipped unparsed); of managedFields only the marker that
-/// says an upgrade is due ([`super::managed_fields::keep_marker`]). Pods
-/// ([`super::pod_view`]) are decoded with it too.
-pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Lean {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
-        generation: Option<i64>,
-        deletion_timestamp: Option<Time>,
-        labels: Option<BTreeMap<String, String>>,
-        owner_references: Option<Vec<OwnerReference>>,
-        finalizers: Option<Vec<String>>,
-        managed_fields: Option<Vec<Entry>>,
-    }
-    #[derive(Deserialize)]
-    struct Entry {
-        manager: Option<String>,
-        operation: Option<String>,
-    }
-    let l = Lean::deserialize(d)?;
-    let mut meta = ObjectMeta {
-        name: l.name,
-        namespace: l.namespace,
-        uid: l.uid,
-        resource_version: l.resource_version,
-        generation: l.generation,
-        deletion_timestamp: l.deletion_timestamp,
-        labels: l.labels,
-        owner_references: l.owner_references,
-        finalizers: l.finalizers,
-        managed_fields: l.managed_fields.map(|es| {
-            es.into_iter()
-                .map(|e| ManagedFieldsEntry {
-                    manager: e.manager,
-                    operation: e.operation,
-                    ..Default::default()
-                })
-                .collect()
-        }),
-        ..Default::default()
-    };
-    super::managed_fields::keep_marker(&mut meta);
-    Ok(meta)
 }
 
 /// `Resource` as the full type `$full` has it: the same URL, kind and scope.

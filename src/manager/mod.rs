@@ -14,6 +14,7 @@ pub mod controller;
 pub mod desired;
 pub mod drift;
 pub mod leader;
+pub mod lean_meta;
 pub mod managed_fields;
 pub mod metrics;
 pub mod metrics_auth;
