@@ -13,8 +13,9 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kubectl_runner::api::Runner;
-use kubectl_runner::manager::child_view::{DeploymentView, ServiceView};
-use kubectl_runner::manager::trim;
+use kubectl_runner::kinds::deployment::DeploymentView;
+use kubectl_runner::kinds::service::ServiceView;
+use kubectl_runner::kinds::trim;
 use serde::de::DeserializeOwned;
 
 const COPIES: usize = 20_000;

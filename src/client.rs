@@ -8,6 +8,7 @@ use http::header::USER_AGENT;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource};
 
+pub mod children;
 pub mod runners;
 
 /// `kubectl-runner/<version>`, sent on every request.

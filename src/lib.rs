@@ -23,15 +23,16 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod children;
 pub mod cli;
 pub mod client;
 pub mod diagnose;
 pub mod e2e;
 pub mod error;
 pub mod exit;
+pub mod kinds;
 pub mod manager;
 pub mod manifests;
+pub mod ownership;
 pub mod rbac;
 pub mod rollout;
 pub mod service_account;

@@ -4,6 +4,8 @@
 //! manager without adding it here makes the drift test and the startup check
 //! fail, which is the seeds' "manager Ready but no children" bug, caught early.
 
+use std::sync::LazyLock;
+
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
 /// Where a permission is needed.
@@ -56,8 +58,21 @@ impl Permission {
     }
 }
 
-/// Every permission the manager uses. Keep in step with `manager::*`.
-pub const PERMISSIONS: &[Permission] = &[
+/// Every permission the manager uses: the Runner's, one per child kind
+/// ([`crate::kinds::all`]), then the rest. Keep in step with `manager::*`.
+pub static PERMISSIONS: LazyLock<Vec<Permission>> = LazyLock::new(|| {
+    let children = crate::kinds::all().iter().map(|k| Permission {
+        group: k.group(),
+        resource: k.plural(),
+        verbs: CHILD_VERBS,
+        scope: Scope::Watched,
+        why: k.why(),
+    });
+    BEFORE_CHILDREN.iter().copied().chain(children).chain(AFTER_CHILDREN.iter().copied()).collect()
+});
+
+/// The Runner's own permissions, before the child kinds.
+const BEFORE_CHILDREN: &[Permission] = &[
     Permission {
         group: crate::api::GROUP,
         resource: "runners",
@@ -79,27 +94,15 @@ pub const PERMISSIONS: &[Permission] = &[
         scope: Scope::Watched,
         why: "set blockOwnerDeletion on children where OwnerReferencesPermissionEnforcement is on",
     },
-    Permission {
-        group: "apps",
-        resource: "deployments",
-        verbs: &["get", "list", "watch", "create", "patch", "delete"],
-        scope: Scope::Watched,
-        why: "create, repair and delete the Runner's Deployment",
-    },
-    Permission {
-        group: "",
-        resource: "services",
-        verbs: &["get", "list", "watch", "create", "patch", "delete"],
-        scope: Scope::Watched,
-        why: "create, repair and delete the Runner's Service",
-    },
-    Permission {
-        group: "networking.k8s.io",
-        resource: "ingresses",
-        verbs: &["get", "list", "watch", "create", "patch", "delete"],
-        scope: Scope::Watched,
-        why: "create, repair and delete the Runner's Ingress when spec.host is set",
-    },
+];
+
+/// Verbs the manager needs on every child kind: watch it (get, list,
+/// watch), create it with POST, keep it with server-side apply (patch),
+/// remove it when unwanted (delete).
+pub const CHILD_VERBS: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
+
+/// After the child kinds.
+const AFTER_CHILDREN: &[Permission] = &[
     Permission {
         group: "",
         resource: "pods",
@@ -175,7 +178,7 @@ mod tests {
 
     #[test]
     fn no_rule_uses_a_wildcard_or_touches_secrets() {
-        for p in PERMISSIONS {
+        for p in PERMISSIONS.iter() {
             assert!(!p.group.contains('*') && !p.resource.contains('*'), "{p:?}");
             assert!(!p.verbs.contains(&"*"), "{p:?}");
             assert_ne!(p.resource, "secrets");
@@ -194,7 +197,8 @@ mod tests {
 
     #[test]
     fn the_manager_can_list_and_watch_every_child_kind() {
-        for res in ["deployments", "services", "ingresses", "runners"] {
+        let children = crate::kinds::all().iter().map(|k| k.plural());
+        for res in children.chain(["runners"]) {
             let p = PERMISSIONS.iter().find(|p| p.resource == res).unwrap();
             for v in ["list", "watch", "patch"] {
                 assert!(p.verbs.contains(&v), "{res} lacks {v}");

@@ -4,6 +4,25 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 
+/// Pod waiting reasons that will not fix themselves: the Runner's phase is
+/// Failed, and `diagnose` reports them as errors. Others (ContainerCreating,
+/// PodInitializing, ...) are progress.
+pub const FAILING_POD_REASONS: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// True for a waiting reason in [`FAILING_POD_REASONS`].
+pub fn is_failing_pod_reason(reason: &str) -> bool {
+    FAILING_POD_REASONS.contains(&reason)
+}
+
 /// What the rule reads of a Deployment: a full one (the CLI's) or the
 /// manager's cached view of one.
 pub trait RolloutSource {

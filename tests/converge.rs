@@ -14,7 +14,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use kubectl_runner::api::{FIELD_MANAGER, FINALIZER, Phase, RUNNER_UID_LABEL, Runner, RunnerSpec, condition};
-use kubectl_runner::manager::desired;
+use kubectl_runner::kinds::deployment::Deployments;
+use kubectl_runner::kinds::service::Services;
+use kubectl_runner::kinds::{ChildKind, meta};
 use serde_json::{Value, json};
 use support::{ManagerHandle, TestNs, ensure_crd, wait_for};
 
@@ -95,8 +97,8 @@ async fn children_posted_by_an_earlier_version_are_migrated_and_converge() {
     r.metadata.finalizers = Some(vec![FINALIZER.into()]);
     let r = ns.api::<Runner>().create(&PostParams::default(), &r).await.unwrap();
     let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-    ns.api::<Deployment>().create(&pp, &desired::deployment(&r)).await.unwrap();
-    ns.api::<Service>().create(&pp, &desired::service(&r)).await.unwrap();
+    ns.api::<Deployment>().create(&pp, &Deployments::desired(&r).unwrap()).await.unwrap();
+    ns.api::<Service>().create(&pp, &Services::desired(&r).unwrap()).await.unwrap();
     ns.api::<Runner>()
         .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "port": 9090 } })))
         .await
@@ -175,7 +177,7 @@ async fn fields_we_own_are_reverted_when_someone_changes_them() {
     .unwrap();
     oracle::wait_converged(&ns, "web", true, T, "after edits of our fields").await;
     let selector = svcs.get("web").await.unwrap().spec.unwrap().selector.unwrap();
-    assert_eq!(selector, desired::selector_labels(&r), "the extra selector key is gone");
+    assert_eq!(selector, meta::selector_labels(&r), "the extra selector key is gone");
     mgr.stop_after_cleanup(&ns).await;
 }
 
@@ -244,7 +246,7 @@ async fn a_runner_created_again_while_the_old_children_go_away_converges_to_new_
     let ns = TestNs::new("cv-recreate").await;
     ensure_crd(&ns.client).await;
     let old = create(&ns, "web", spec(80)).await;
-    let mut held = desired::service(&old);
+    let mut held = Services::desired(&old).unwrap();
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     ns.api::<Service>().create(&PostParams::default(), &held).await.unwrap();
     ns.api::<Runner>().delete("web", &DeleteParams::background()).await.unwrap();

@@ -11,13 +11,14 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 
 use super::args::{parse_duration, validate_name};
-use super::children::{self, Children};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::Runner;
+use crate::client::children::{self, Children};
 use crate::client::runners;
 use crate::error::{Error, Result, is_not_found};
+use k8s_openapi::api::core::v1::Pod;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -31,7 +32,7 @@ pub struct DeleteArgs {
     /// Runners to delete.
     #[arg(required = true)]
     pub names: Vec<String>,
-    /// Wait until each Runner and its Deployment, Service, Ingress and Pods are gone.
+    /// Wait until each Runner, its children and its Pods are gone.
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits, e.g. 90s or 2m.
@@ -110,26 +111,19 @@ impl Remaining {
 
 /// Pure: which of the Runner (with its finalizers) and its children still
 /// exist. Children are counted only when they belong to the deleted UID.
-pub fn remaining(runner: Option<&Runner>, uid: Option<&str>, c: &Children) -> Remaining {
+pub fn remaining(runner: Option<&Runner>, uid: Option<&str>, c: &Children, pods: &[Pod]) -> Remaining {
     let mut left = Vec::new();
     if let Some(r) = runner.filter(|r| uid.is_none() || r.uid().as_deref() == uid) {
         let fins = r.finalizers().join(", ");
         left.push(if fins.is_empty() { "Runner".into() } else { format!("Runner (finalizer {fins})") });
     }
-    let owned = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        uid.is_some_and(|u| crate::children::ownership(m, u) == crate::children::Ownership::Ours)
-    };
-    if let Some(d) = c.deployment.as_ref().filter(|d| owned(&d.metadata)) {
-        left.push(format!("Deployment {}", d.name_any()));
-    }
-    if let Some(s) = c.service.as_ref().filter(|s| owned(&s.metadata)) {
-        left.push(format!("Service {}", s.name_any()));
-    }
-    if let Some(i) = c.ingress.as_ref().filter(|i| owned(&i.metadata)) {
-        left.push(format!("Ingress {}", i.name_any()));
-    }
-    if !c.pods.is_empty() {
-        left.push(format!("{} Pod(s)", c.pods.len()));
+    left.extend(c.names(|child| {
+        uid.is_some_and(|u| {
+            crate::ownership::ownership(&child.object.metadata, u) == crate::ownership::Ownership::Ours
+        })
+    }));
+    if !pods.is_empty() {
+        left.push(format!("{} Pod(s)", pods.len()));
     }
     Remaining(left)
 }
@@ -149,8 +143,9 @@ pub async fn wait_gone(
     let mut last = Remaining(vec!["?".into()]);
     loop {
         let runner = runners::get_opt(&ctx.client, ns, name).await?;
-        let kids = children::fetch(&ctx.client, ns, name, uid).await?;
-        let left = remaining(runner.as_ref(), uid, &kids);
+        let kids = children::fetch(&ctx.client, ns, name).await?;
+        let pods = children::pods(&ctx.client, ns, name, uid).await?;
+        let left = remaining(runner.as_ref(), uid, &kids, &pods);
         if left.is_gone() || start.elapsed() >= timeout {
             return Ok(left);
         }
@@ -224,10 +219,14 @@ mod tests {
         .unwrap()
     }
 
-    fn deployment_owned_by(uid: &str) -> k8s_openapi::api::apps::v1::Deployment {
-        serde_json::from_value(json!({ "metadata": { "name": "web", "ownerReferences": [
+    fn deployment_owned_by(uid: &str) -> Children {
+        let d = serde_json::from_value(json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "web", "ownerReferences": [
             { "apiVersion": "v1", "kind": "Runner", "name": "web", "uid": uid, "controller": true }] } }))
-        .unwrap()
+        .unwrap();
+        let mut c = Children::default();
+        c.insert(crate::kinds::by_name("Deployment").unwrap(), d);
+        c
     }
 
     #[test]
@@ -240,20 +239,19 @@ mod tests {
 
     #[test]
     fn nothing_left_means_gone() {
-        assert!(remaining(None, Some("u1"), &Children::default()).is_gone());
+        assert!(remaining(None, Some("u1"), &Children::default(), &[]).is_gone());
     }
 
     #[test]
     fn a_runner_held_by_its_finalizer_and_an_owned_deployment_are_both_named() {
-        let c = Children { deployment: Some(deployment_owned_by("u1")), ..Default::default() };
-        let left = remaining(Some(&runner(&["lab.cloudlab.training/cleanup"])), Some("u1"), &c);
+        let c = deployment_owned_by("u1");
+        let left = remaining(Some(&runner(&["lab.cloudlab.training/cleanup"])), Some("u1"), &c, &[]);
         assert_eq!(left.0, vec!["Runner (finalizer lab.cloudlab.training/cleanup)", "Deployment web"]);
     }
 
     #[test]
     fn a_recreated_runner_and_a_stranger_deployment_do_not_count() {
-        let c = Children { deployment: Some(deployment_owned_by("other")), ..Default::default() };
-        assert!(remaining(Some(&runner(&[])), Some("u0"), &c).is_gone());
+        assert!(remaining(Some(&runner(&[])), Some("u0"), &deployment_owned_by("other"), &[]).is_gone());
     }
 
     #[test]

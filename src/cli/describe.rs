@@ -9,10 +9,11 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use super::args::validate_name;
-use super::children;
+use super::child_summary;
 use super::output;
 pub use super::output::describe::Description;
 use super::{Ctx, Globals};
+use crate::client::children;
 use crate::error::{Error, Result};
 
 /// How many Events `describe` shows, newest last.
@@ -33,13 +34,12 @@ pub struct DescribeArgs {
 /// Reads the Runner, its children, and Events in its namespace.
 pub async fn describe(ctx: &Ctx, ns: &str, name: &str) -> Result<Description> {
     let runner = crate::client::runners::get(&ctx.client, ns, name).await?;
-    let kids = children::fetch(&ctx.client, ns, name, runner.uid().as_deref()).await?;
-    let summaries = children::summarize(&runner, &kids);
+    let kids = children::fetch(&ctx.client, ns, name).await?;
+    let pods = children::pods(&ctx.client, ns, name, runner.uid().as_deref()).await?;
+    let summaries = child_summary::summarize(&runner, &kids, &pods);
     let mut uids: HashSet<String> = runner.uid().into_iter().collect();
-    uids.extend(kids.deployment.iter().filter_map(|d| d.uid()));
-    uids.extend(kids.service.iter().filter_map(|s| s.uid()));
-    uids.extend(kids.ingress.iter().filter_map(|i| i.uid()));
-    uids.extend(kids.pods.iter().filter_map(|p| p.uid()));
+    uids.extend(kids.iter().filter_map(|c| c.object.uid()));
+    uids.extend(pods.iter().filter_map(|p| p.uid()));
     let all = Api::<Event>::namespaced(ctx.client.clone(), ns)
         .list(&ListParams::default())
         .await

@@ -10,9 +10,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 
 use super::args::GetFormat;
-use super::children;
 use super::output::{self, TableOpts};
 use super::{Ctx, Globals};
+use crate::client::children;
 use crate::client::runners;
 use crate::error::{Error, Result};
 

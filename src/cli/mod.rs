@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::service_account::ServiceAccountRef;
 
 pub mod args;
-pub mod children;
+pub mod child_summary;
 pub mod completion;
 pub mod create;
 pub mod delete;

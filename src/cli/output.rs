@@ -14,8 +14,9 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::args::GetFormat;
-use super::children::{self, Children};
+use super::child_summary;
 use crate::api::{GROUP, Runner, condition};
+use crate::client::children::Children;
 use crate::error::{Error, Result};
 
 pub mod describe;
@@ -160,7 +161,7 @@ fn runner_cells(r: &Runner, opts: TableOpts, children: &ChildIndex, now: Timesta
     if opts.wide {
         let key = (r.namespace().unwrap_or_default(), r.name_any());
         let c = children.get(&key).cloned().unwrap_or_default();
-        row.push(children::short(r, &c));
+        row.push(child_summary::short(r, &c));
         let reason = status
             .conditions
             .iter()

@@ -5,15 +5,12 @@
 //! resourceVersion of that read, so a Runner re-created or changed in
 //! between is never touched.
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
 use super::checks::finalizer;
 use super::snapshot::Snapshot;
-use crate::api::{FINALIZER, RUNNER_UID_LABEL, Runner};
+use crate::api::{FINALIZER, Runner};
 use crate::error::{Error, Result};
 
 /// A Runner whose finalizer may be removed.
@@ -52,7 +49,7 @@ pub async fn remove_finalizer(client: &Client, fix: &FinalizerFix) -> Result<()>
     if !r.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(());
     }
-    let remaining = remaining_children(client, ns, &fix.uid).await?;
+    let remaining = crate::client::children::labelled(client, ns, &fix.uid).await?;
     if !remaining.is_empty() {
         return Err(Error::FixChildrenRemain {
             namespace: ns.to_string(),
@@ -73,31 +70,6 @@ pub async fn remove_finalizer(client: &Client, fix: &FinalizerFix) -> Result<()>
     Ok(())
 }
 
-/// `Deployment ns/x`-style names of objects still labelled with `uid`.
-async fn remaining_children(client: &Client, ns: &str, uid: &str) -> Result<Vec<String>> {
-    let lp = ListParams::default().labels(&format!("{RUNNER_UID_LABEL}={uid}"));
-    let list_err = |kind: &'static str| {
-        move |e| Error::api("list", kind, ns, &format!("-l {RUNNER_UID_LABEL}={uid}"), e)
-    };
-    let d = Api::<Deployment>::namespaced(client.clone(), ns)
-        .list_metadata(&lp)
-        .await
-        .map_err(list_err("Deployment"))?;
-    let s = Api::<Service>::namespaced(client.clone(), ns)
-        .list_metadata(&lp)
-        .await
-        .map_err(list_err("Service"))?;
-    let i = Api::<Ingress>::namespaced(client.clone(), ns)
-        .list_metadata(&lp)
-        .await
-        .map_err(list_err("Ingress"))?;
-    let mut out = vec![];
-    out.extend(d.items.iter().map(|m| format!("Deployment {ns}/{}", m.name_any())));
-    out.extend(s.items.iter().map(|m| format!("Service {ns}/{}", m.name_any())));
-    out.extend(i.items.iter().map(|m| format!("Ingress {ns}/{}", m.name_any())));
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,8 +81,7 @@ mod tests {
         assert!(candidates(&s).is_empty());
         s.runners[0].runner.metadata.deletion_timestamp = Some(fixtures::from(fixtures::ago(600).into()));
         assert!(candidates(&s).is_empty(), "children still there");
-        s.runners[0].deployment = None;
-        s.runners[0].service = None;
+        s.runners[0].children = Default::default();
         let c = candidates(&s);
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].namespace.as_str(), c[0].name.as_str(), c[0].uid.as_str()), ("app", "web", "uid-1"));

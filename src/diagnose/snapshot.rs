@@ -7,14 +7,14 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod, Service};
-use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
 
 use crate::api::Runner;
+use crate::client::children::Children;
 use crate::rbac::Permission;
 /// Where the ServiceAccount identity lives (the manager uses it too).
 pub use crate::service_account::ServiceAccountRef;
@@ -121,10 +121,9 @@ pub struct Grant {
 #[derive(Debug, Clone)]
 pub struct RunnerState {
     pub runner: Runner,
-    /// The same-name objects in the Runner's namespace, whoever owns them.
-    pub deployment: Option<Deployment>,
-    pub service: Option<Service>,
-    pub ingress: Option<Ingress>,
+    /// The same-name object of every child kind in the Runner's namespace,
+    /// whoever owns it ([`crate::client::children`]).
+    pub children: Children,
     /// Pods labelled with this Runner's UID.
     pub pods: Vec<Pod>,
     /// Events about this Runner (core/v1 view), newest last.
@@ -140,9 +139,28 @@ pub struct Resample {
     pub elapsed: Duration,
     /// The Runner at the second look (`None`: gone by then).
     pub runner: Option<Runner>,
-    /// resourceVersions of the same-name (Deployment, Service, Ingress) at the
-    /// second look; the first look is in [`RunnerState`].
-    pub children_after: [Option<String>; 3],
+    /// The children's resourceVersions at the second look; the first look
+    /// is in [`RunnerState`].
+    pub children_after: Versions,
+}
+
+/// resourceVersions of a Runner's children by kind (a kind without an
+/// object is absent).
+pub type Versions = std::collections::BTreeMap<&'static str, String>;
+
+impl RunnerState {
+    /// The Runner's Deployment, whoever owns it, as its typed form.
+    pub fn deployment(&self) -> Option<Deployment> {
+        self.children.typed::<Deployment>()
+    }
+
+    /// The children's resourceVersions now, to compare with a [`Resample`].
+    pub fn versions(&self) -> Versions {
+        self.children
+            .iter()
+            .filter_map(|c| Some((c.kind.kind(), c.object.metadata.resource_version.clone()?)))
+            .collect()
+    }
 }
 
 /// A read that failed, and why.

@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::Options;
 use crate::api::{Runner, RunnerSpec, condition};
-use crate::children::{Ownership, ownership};
 use crate::error::{Error, Result};
+use crate::ownership::{Ownership, ownership};
 
 /// What every step needs.
 pub struct Ctx {

@@ -293,9 +293,9 @@ async fn lead(
 fn announce_sync(stores: Stores, readiness: Readiness) -> tokio::sync::watch::Receiver<bool> {
     let (synced_tx, synced) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        let _ = stores.deployments.wait_until_ready().await;
-        let _ = stores.services.wait_until_ready().await;
-        let _ = stores.ingresses.wait_until_ready().await;
+        for child in stores.children.iter() {
+            child.synced().await;
+        }
         readiness.set(Phase::Reconciling);
         let _ = synced_tx.send(true);
         info!("caches synced; reconciling");

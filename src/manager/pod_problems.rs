@@ -86,7 +86,7 @@ fn set(map: &mut HashMap<String, Entry>, pod: &Pod, problem: Option<Problem>) ->
         return vec![];
     };
     let uid = &key(&ns, uid);
-    let Some(runner) = pod.labels().get(crate::children::INSTANCE_LABEL) else { return vec![] };
+    let Some(runner) = pod.labels().get(crate::ownership::INSTANCE_LABEL) else { return vec![] };
     let before = map.get(uid).and_then(|e| e.pods.values().next().cloned());
     match problem {
         Some(p) => {
@@ -135,7 +135,7 @@ mod tests {
         };
         serde_json::from_value(json!({
             "metadata": { "name": name, "namespace": "team",
-                          "labels": { RUNNER_UID_LABEL: uid, crate::children::INSTANCE_LABEL: format!("r-{uid}") } },
+                          "labels": { RUNNER_UID_LABEL: uid, crate::ownership::INSTANCE_LABEL: format!("r-{uid}") } },
             "status": { "containerStatuses": [{ "name": "runner", "image": "x", "imageID": "", "ready": false,
                                                 "restartCount": 0, "state": state }] },
         }))

@@ -13,7 +13,7 @@ use serde::Deserialize;
 /// reasons and scheduling condition of its status.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct PodView {
-    #[serde(deserialize_with = "super::lean_meta::decode")]
+    #[serde(deserialize_with = "crate::kinds::lean_meta::decode")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: PodStatusView,

@@ -93,7 +93,7 @@ pub async fn missing_permissions(
 ) -> Result<Vec<Missing>> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
-    for p in PERMISSIONS {
+    for p in PERMISSIONS.iter() {
         let namespace = match p.scope {
             Scope::Watched => watch_ns,
             Scope::ManagerNamespace => match lease_ns {

@@ -1,5 +1,7 @@
-//! One reconcile pass: fetch (from the reflector stores), compute (pure
-//! `desired` and `status`), write ([`super::child`], [`super::runner_patch`]).
+//! One reconcile pass: decide for the Runner ([`super::runner_step`]), then
+//! for each child kind in turn ([`super::child_cache`], which decides with
+//! [`super::child_step`] and writes with [`super::child_write`]), compute the
+//! status (pure [`super::status`]) and write it ([`super::runner_patch`]).
 //! Every step is safe to repeat; a pass that finds nothing to change makes
 //! no API request at all.
 
@@ -13,14 +15,15 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
-use super::child::{self, Outcome};
+use super::child_write::Outcome;
 use super::context::Context;
+use super::retry;
 use super::runner_patch::{add_finalizer, patch_status, remove_finalizer};
+use super::runner_step::{self, RunnerStep};
 use super::status::{self, Observed};
-use super::{desired, retry};
-use crate::api::{FINALIZER, Phase, Runner, RunnerStatus, condition};
-use crate::children::Refused;
+use crate::api::{Phase, Runner, RunnerStatus, condition};
 use crate::error::{Error, Result};
+use crate::kinds::Facts;
 
 /// A refused child is not watched when it lacks our label: look again this often.
 const REFUSED_RECHECK: Duration = Duration::from_secs(60);
@@ -63,47 +66,40 @@ pub fn error_policy(runner: Arc<Runner>, err: &Error, ctx: Arc<Context>) -> Acti
 async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
     let ns = runner.namespace().unwrap_or_default();
     let api: Api<Runner> = Api::namespaced(ctx.client.clone(), &ns);
-    let has_finalizer = runner.finalizers().iter().any(|f| f == FINALIZER);
-
-    if runner.metadata.deletion_timestamp.is_some() {
-        if !has_finalizer {
-            return Ok(Action::await_change());
+    match runner_step::decide(runner) {
+        RunnerStep::Ignore => Ok(Action::await_change()),
+        RunnerStep::Cleanup { orphan } => cleanup(runner, ctx, &api, orphan).await,
+        RunnerStep::AddFinalizer => {
+            add_finalizer(&api, runner).await?;
+            ctx.metrics.write("add_finalizer");
+            // The update event brings the next pass.
+            Ok(Action::await_change())
         }
-        return cleanup(runner, ctx, &api).await;
+        RunnerStep::Converge => converge(runner, ctx, &api).await,
     }
-    if !has_finalizer {
-        add_finalizer(&api, runner).await?;
-        ctx.metrics.write("add_finalizer");
-        // The update event brings the next pass.
-        return Ok(Action::await_change());
-    }
+}
 
-    let deployment = child::ensure(ctx, runner, &ctx.stores.deployments, desired::deployment(runner)).await?;
-    let service = child::ensure(ctx, runner, &ctx.stores.services, desired::service(runner)).await?;
-    let ingress = match desired::ingress(runner) {
-        Some(ing) => Some(child::ensure(ctx, runner, &ctx.stores.ingresses, ing).await?),
-        None => {
-            child::delete(ctx, &ctx.stores.ingresses, runner).await?;
-            None
+/// Each child kind brought to the spec, then the status.
+async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
+    let mut seen = Observed {
+        pod_problem: ctx
+            .stores
+            .pods
+            .first(&runner.namespace().unwrap_or_default(), &runner.uid().unwrap_or_default()),
+        ..Default::default()
+    };
+    for child in ctx.stores.children.iter() {
+        match child.reconcile(&ctx.writes, runner, false, &mut seen.facts).await? {
+            Outcome::Refused(r) => seen.refused.push(r),
+            Outcome::Rejected(message) => seen.rejected.push(message),
+            Outcome::Ours | Outcome::Gone | Outcome::Pending => {}
         }
-    };
-    let (mut refused, mut rejected) = (Vec::new(), Vec::new());
-    let deployment = sort(deployment, &mut refused, &mut rejected);
-    sort(service, &mut refused, &mut rejected);
-    let ingress = ingress.and_then(|i| sort(i, &mut refused, &mut rejected)).is_some();
-    let seen = Observed {
-        deployment: deployment.as_ref(),
-        pod_problem: ctx.stores.pods.first(&ns, &runner.uid().unwrap_or_default()),
-        refused,
-        rejected,
-        ingress,
-    };
-
+    }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let new_status = status::compute(runner, &seen, &now);
     if runner.status.as_ref() != Some(&new_status) {
         announce_refusal(ctx, runner, &new_status).await;
-        patch_status(&api, runner, &new_status).await?;
+        patch_status(api, runner, &new_status).await?;
         ctx.metrics.write("patch_status");
     }
     if let Some(message) = seen.rejected.first() {
@@ -118,54 +114,26 @@ async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
     })
 }
 
-/// Sorts one child's outcome into what the status sees; the live child
-/// when it is ours.
-fn sort<K>(outcome: Outcome<K>, refused: &mut Vec<Refused>, rejected: &mut Vec<String>) -> Option<K> {
-    match outcome {
-        Outcome::Ours(k) => Some(k),
-        Outcome::Refused(r) => {
-            refused.push(r);
-            None
-        }
-        Outcome::Rejected(message) => {
-            rejected.push(message);
-            None
-        }
-    }
-}
-
-/// Deletion: delete our children; when all are gone, record an Event with
-/// what was deleted and drop our finalizer (and only ours). No polling: a
+/// Deletion: delete our children; when all are gone, drop our finalizer
+/// (and only ours) and record an Event naming what went. No polling: a
 /// child that is still finalizing sends a delete event that brings the
-/// next pass. `kubectl delete --cascade=orphan` keeps the children: the
-/// garbage collector's `orphan` finalizer is on the Runner, and it detaches
-/// them itself.
-async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
-    let orphan = runner.finalizers().iter().any(|f| f == "orphan");
+/// next pass. With `orphan` the garbage collector detaches the children.
+async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool) -> Result<Action> {
     if !orphan {
         let mut pending = false;
-        pending |= child::delete(ctx, &ctx.stores.deployments, runner).await?;
-        pending |= child::delete(ctx, &ctx.stores.services, runner).await?;
-        pending |= child::delete(ctx, &ctx.stores.ingresses, runner).await?;
+        for child in ctx.stores.children.iter() {
+            pending |=
+                child.reconcile(&ctx.writes, runner, true, &mut Facts::default()).await? == Outcome::Pending;
+        }
         if pending {
             show_terminating(ctx, runner, api).await;
             return Ok(Action::await_change());
         }
     }
-    let note = if orphan {
-        format!(
-            "Runner deleted with its children orphaned: image {}, {} replicas",
-            runner.spec.image, runner.spec.replicas
-        )
-    } else {
-        format!(
-            "Runner deleted: image {}, {} replicas; Deployment and Service removed",
-            runner.spec.image, runner.spec.replicas
-        )
-    };
     remove_finalizer(api, runner).await?;
     ctx.metrics.write("remove_finalizer");
-    ctx.deleted().remove(&runner.uid().unwrap_or_default());
+    let removed = ctx.writes.forget_deletes(&runner.uid().unwrap_or_default());
+    let note = runner_step::deletion_note(runner, orphan, &removed);
     // After the finalizer: a retried removal must not record a second Event.
     publish(ctx, runner, EventType::Normal, "Deleted", "Cleanup", note).await;
     info!(runner = %runner.name_any(), namespace = ?runner.namespace(), orphan, "finalizer removed");

@@ -7,32 +7,28 @@ use std::sync::Arc;
 use http::{Request, Response};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector;
 use serde_json::{Value, json};
 
+use super::child_cache::seeded;
 use super::context::{Context, Stores};
 use super::metrics::Metrics;
 use super::reconcile::reconcile;
 use crate::api::{FINALIZER, Runner, RunnerSpec};
+use crate::kinds::ChildKind;
+use crate::kinds::deployment::Deployments;
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 fn context() -> (Arc<Context>, Handle) {
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
-    let stores = Stores {
-        deployments: reflector::store().0,
-        services: reflector::store().0,
-        ingresses: reflector::store().0,
-        pods: Default::default(),
-    };
+    let stores = Stores { children: seeded(vec![]), pods: Default::default() };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
     (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }
 
 fn runner(finalizers: Option<Vec<&str>>, deleting: bool) -> Runner {
-    let mut r =
-        Runner::new("web", RunnerSpec { image: "nginx:1.27".into(), replicas: 2, port: 80, host: None });
+    let mut r = Runner::new("web", RunnerSpec::new("nginx:1.27").replicas(2));
     r.metadata.namespace = Some("team".into());
     r.metadata.uid = Some("u1".into());
     r.metadata.resource_version = Some("7".into());
@@ -115,23 +111,14 @@ async fn a_deleted_runner_with_no_children_left_removes_only_its_finalizer_then_
 fn context_with(deployments: Vec<k8s_openapi::api::apps::v1::Deployment>) -> (Arc<Context>, Handle) {
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
-    let (dep_store, mut writer) = reflector::store();
-    for d in deployments {
-        let view = crate::manager::child_view::of(&d).unwrap();
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(view));
-    }
-    let stores = Stores {
-        deployments: dep_store,
-        services: reflector::store().0,
-        ingresses: reflector::store().0,
-        pods: Default::default(),
-    };
+    let objects = deployments.iter().map(|d| serde_json::to_value(d).unwrap()).collect();
+    let stores = Stores { children: seeded(objects), pods: Default::default() };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
     (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }
 
 fn our_deployment(r: &Runner) -> k8s_openapi::api::apps::v1::Deployment {
-    let mut d = super::desired::deployment(r);
+    let mut d = Deployments::desired(r).unwrap();
     d.metadata.uid = Some("d-1".into());
     d
 }
@@ -191,6 +178,15 @@ async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
     // The Service is absent from its store: created first.
     expect(&mut handle, "POST", "/api/v1/namespaces/team/services", json!({ "metadata": { "name": "web" } }))
         .await;
+    // Two replicas: the PodDisruptionBudget is absent too, created next.
+    let pdb = expect(
+        &mut handle,
+        "POST",
+        "/apis/policy/v1/namespaces/team/poddisruptionbudgets",
+        json!({ "metadata": { "name": "web" } }),
+    )
+    .await;
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
     let patch = expect(
         &mut handle,
         "PATCH",

@@ -6,19 +6,22 @@
 //! replicas must equal the desired count. A Deployment still rolling out
 //! an old ReplicaSet is never reported Ready.
 
-use super::child_view::DeploymentView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use crate::api::{Phase, Runner, RunnerStatus, condition};
-use crate::children::Refused;
+use crate::kinds::Facts;
+use crate::kinds::deployment::DeploymentView;
+use crate::ownership::Refused;
 use crate::rollout::{self, Rollout};
 
 /// What the reconciler saw this pass.
 #[derive(Debug, Default)]
-pub struct Observed<'a> {
-    /// The Runner's Deployment, if it exists and is ours.
-    pub deployment: Option<&'a DeploymentView>,
+pub struct Observed {
+    /// What the Runner's own children told ([`crate::kinds::ChildKind::facts`]):
+    /// the Deployment's rollout, if it exists and is ours; whether an
+    /// Ingress of ours routes the host.
+    pub facts: Facts,
     /// The first stuck Pod's (reason, message), from the Pod view
     /// ([`super::pod_problems`]).
     pub pod_problem: Option<(String, String)>,
@@ -27,8 +30,6 @@ pub struct Observed<'a> {
     pub refused: Vec<Refused>,
     /// The apiserver's messages for children it refuses to store.
     pub rejected: Vec<String>,
-    /// True when an Ingress of ours exists.
-    pub ingress: bool,
 }
 
 /// The phase, and the reason and message of the Ready condition, first
@@ -42,7 +43,7 @@ fn verdict(seen: &Observed, r: &Rollout, desired: i32) -> (Phase, String, String
     if !seen.rejected.is_empty() {
         return (Phase::Failed, condition::REASON_CHILD_REJECTED.into(), seen.rejected.join("; "));
     }
-    if seen.deployment.is_none() {
+    if seen.facts.rollout.is_none() {
         return (
             Phase::Pending,
             "DeploymentMissing".into(),
@@ -57,7 +58,7 @@ fn verdict(seen: &Observed, r: &Rollout, desired: i32) -> (Phase, String, String
     }
     if let Some((reason, msg)) = seen.pod_problem.clone() {
         let phase =
-            if crate::children::is_failing_pod_reason(&reason) { Phase::Failed } else { Phase::Progressing };
+            if crate::rollout::is_failing_pod_reason(&reason) { Phase::Failed } else { Phase::Progressing };
         let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
         return (phase, reason, text);
     }
@@ -79,7 +80,7 @@ fn refusal(seen: &Observed) -> String {
 pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
     let desired = runner.spec.replicas;
     let generation = runner.metadata.generation;
-    let r = rollout::of(seen.deployment, desired);
+    let r = seen.facts.rollout.clone().unwrap_or_else(|| rollout::of::<DeploymentView>(None, desired));
     let (phase, reason, message) = verdict(seen, &r, desired);
     let ready_cond = make_condition(
         condition::READY,
@@ -97,9 +98,9 @@ pub fn compute(runner: &Runner, seen: &Observed, now: &Time) -> RunnerStatus {
         updated_replicas: r.updated,
         available_replicas: r.available,
         phase,
-        url: Some(url(runner, seen.ingress)),
+        url: Some(url(runner, seen.facts.routed)),
         message: Some(message),
-        selector: Some(super::desired::selector_string(runner)),
+        selector: Some(crate::kinds::meta::selector_string(runner)),
         conditions: merge_conditions(old, vec![ready_cond, owned_cond], now),
     }
 }
@@ -156,11 +157,12 @@ pub fn url(runner: &Runner, ingress: bool) -> String {
 mod tests {
     use super::*;
     use crate::api::RunnerSpec;
+    use crate::kinds::ChildKind;
+    use crate::kinds::deployment::Deployments;
     use serde_json::json;
 
     fn runner(generation: i64) -> Runner {
-        let mut r =
-            Runner::new("web", RunnerSpec { image: "nginx".into(), replicas: 2, port: 80, host: None });
+        let mut r = Runner::new("web", RunnerSpec::new("nginx").replicas(2));
         r.metadata.namespace = Some("team".into());
         r.metadata.uid = Some("u1".into());
         r.metadata.generation = Some(generation);
@@ -182,6 +184,13 @@ mod tests {
         .unwrap()
     }
 
+    /// What a pass saw with `d` as the Runner's Deployment.
+    fn with(d: &DeploymentView) -> Observed {
+        let mut facts = Facts::default();
+        Deployments::facts(d, &runner(1), &mut facts);
+        Observed { facts, ..Default::default() }
+    }
+
     fn now() -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(1_000_000).unwrap())
     }
@@ -193,7 +202,7 @@ mod tests {
     #[test]
     fn all_replicas_of_the_current_revision_available_means_ready() {
         let d = deployment(3, 3, 2, 2, 2);
-        let s = compute(&runner(1), &Observed { deployment: Some(&d), ..Default::default() }, &now());
+        let s = compute(&runner(1), &with(&d), &now());
         assert_eq!(s.phase, Phase::Available);
         assert_eq!(ready_condition(&s).status, "True");
         assert_eq!(s.message.as_deref(), Some("2/2 replicas ready"));
@@ -203,7 +212,7 @@ mod tests {
     #[test]
     fn a_deployment_whose_controller_has_not_caught_up_is_not_ready() {
         let d = deployment(4, 3, 2, 2, 2);
-        let s = compute(&runner(1), &Observed { deployment: Some(&d), ..Default::default() }, &now());
+        let s = compute(&runner(1), &with(&d), &now());
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(ready_condition(&s).status, "False");
     }
@@ -211,7 +220,7 @@ mod tests {
     #[test]
     fn old_replicas_still_running_during_a_rollout_are_not_ready() {
         let d = deployment(2, 2, 1, 2, 3);
-        let s = compute(&runner(2), &Observed { deployment: Some(&d), ..Default::default() }, &now());
+        let s = compute(&runner(2), &with(&d), &now());
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(ready_condition(&s).status, "False");
     }
@@ -220,7 +229,7 @@ mod tests {
     fn image_pull_backoff_fails_the_runner_with_the_pods_reason() {
         let d = deployment(1, 1, 2, 0, 2);
         let problem = Some(("ImagePullBackOff".to_string(), "Back-off pulling image".to_string()));
-        let seen = Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() };
+        let seen = Observed { pod_problem: problem, ..with(&d) };
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
         assert_eq!(s.message.as_deref(), Some("ImagePullBackOff: Back-off pulling image"));
@@ -231,11 +240,7 @@ mod tests {
     fn a_waiting_reason_that_fixes_itself_is_progress_not_failure() {
         let d = deployment(1, 1, 2, 0, 2);
         let problem = Some(("ContainerCreating".to_string(), String::new()));
-        let s = compute(
-            &runner(1),
-            &Observed { deployment: Some(&d), pod_problem: problem, ..Default::default() },
-            &now(),
-        );
+        let s = compute(&runner(1), &Observed { pod_problem: problem, ..with(&d) }, &now());
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(s.message.as_deref(), Some("ContainerCreating"));
         assert_eq!(ready_condition(&s).status, "False");
@@ -246,14 +251,14 @@ mod tests {
             kind,
             namespace: "team".into(),
             name: "web".into(),
-            ownership: crate::children::Ownership::Foreign,
+            ownership: crate::ownership::Ownership::Foreign,
         }
     }
 
     #[test]
     fn a_foreign_service_fails_a_runner_whose_deployment_is_ready() {
         let d = deployment(1, 1, 2, 2, 2);
-        let seen = Observed { deployment: Some(&d), refused: vec![refused("Service")], ..Default::default() };
+        let seen = Observed { refused: vec![refused("Service")], ..with(&d) };
         let s = compute(&runner(1), &seen, &now());
         assert_eq!(s.phase, Phase::Failed);
         assert_eq!(ready_condition(&s).status, "False");
@@ -289,7 +294,7 @@ mod tests {
     #[test]
     fn an_unchanged_pass_keeps_transition_times_so_nothing_is_written() {
         let d = deployment(1, 1, 2, 2, 2);
-        let seen = Observed { deployment: Some(&d), ..Default::default() };
+        let seen = with(&d);
         let mut r = runner(1);
         r.status = Some(compute(&r, &seen, &now()));
         let later = Time(k8s_openapi::jiff::Timestamp::from_second(2_000_000).unwrap());
@@ -302,7 +307,7 @@ mod tests {
         r.status = Some(compute(&r, &Observed::default(), &now()));
         let d = deployment(1, 1, 2, 2, 2);
         let later = Time(k8s_openapi::jiff::Timestamp::from_second(2_000_000).unwrap());
-        let s = compute(&r, &Observed { deployment: Some(&d), ..Default::default() }, &later);
+        let s = compute(&r, &with(&d), &later);
         assert_eq!(ready_condition(&s).last_transition_time, later);
     }
 

@@ -1,6 +1,6 @@
 //! The manager's watches: a reflector store per child kind (label-filtered,
-//! lean views or trimmed), the Runner stream with its predicate, and the Pod problem
-//! view. Each watch retries on its own ([`WatchBackoff`]); errors never
+//! lean views or trimmed; one per kind of [`crate::kinds::visit`]), the
+//! Runner stream with its predicate, and the Pod problem view. Each watch retries on its own ([`WatchBackoff`]); errors never
 //! reach the Controller.
 
 use futures::stream::BoxStream;
@@ -8,22 +8,21 @@ use std::time::Duration;
 
 use futures::future::ready;
 use futures::{StreamExt, stream};
-use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
 
-use super::child_view::{DeploymentView, ServiceView};
+use super::child_cache::{Cache, ChildCache};
 use super::context::Stores;
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
 use super::relist::InPlace;
 use super::retry::WatchBackoff;
-use super::trim;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
+use crate::kinds::{self, ChildKind, trim};
 
 type Events<K> = BoxStream<'static, Result<K, watcher::Error>>;
 
@@ -32,7 +31,7 @@ pub struct Watches {
     pub stores: Stores,
     pub runners: Store<Runner>,
     pub runner_events: Events<Runner>,
-    /// Runners whose Deployment, Service or Ingress changed, debounced
+    /// Runners whose children changed, debounced
     /// ([`CHILD_DEBOUNCE`]). Polling it keeps the children's stores filled.
     pub child_triggers: BoxStream<'static, ObjectRef<Runner>>,
     /// Runners whose reported Pod problem changed.
@@ -95,30 +94,38 @@ fn runners_of<K: kube::Resource + Send + 'static>(
     without_errors(what, children).filter_map(|c| ready(c.ok().and_then(runner_of_same_name))).boxed()
 }
 
+/// Starts one child kind's watch into its cache ([`kinds::Visitor`]).
+struct ChildWatches<'a> {
+    client: &'a Client,
+    ns: Option<&'a str>,
+    caches: Vec<Box<dyn ChildCache>>,
+    triggers: Vec<BoxStream<'static, ObjectRef<Runner>>>,
+}
+
+impl kinds::Visitor for ChildWatches<'_> {
+    fn visit<K: ChildKind>(&mut self) {
+        // Label-filtered: only objects that carry a Runner UID are cached.
+        let config = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
+        let (store, writer) = reflector::store::<K::View>();
+        let stream = watcher(scoped::<K::View>(self.client, self.ns), config)
+            .backoff(WatchBackoff::default())
+            .modify(|v| {
+                trim::child_meta(kube::Resource::meta_mut(v));
+                K::trim(v);
+            })
+            .relist_in_place(&store)
+            .reflect(writer)
+            .touched_objects();
+        self.triggers.push(runners_of(<K::Object as k8s_openapi::Resource>::KIND, stream));
+        self.caches.push(Box::new(Cache::<K> { store }));
+    }
+}
+
 /// Starts every watch (lazily: they run when the Controller polls them).
 pub fn start(client: &Client, ns: Option<&str>) -> Watches {
-    // Every cache is label-filtered and trimmed before it is stored.
-    let children = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
-    let (deployments, dep_w) = reflector::store::<DeploymentView>();
-    let (services, svc_w) = reflector::store::<ServiceView>();
-    let (ingresses, ing_w) = reflector::store::<Ingress>();
+    let mut children = ChildWatches { client, ns, caches: Vec::new(), triggers: Vec::new() };
+    kinds::visit(&mut children);
     let (runners, runner_w) = reflector::store::<Runner>();
-    let dep_stream = watcher(scoped::<DeploymentView>(client, ns), children.clone())
-        .backoff(WatchBackoff::default())
-        .relist_in_place(&deployments)
-        .reflect(dep_w)
-        .touched_objects();
-    let svc_stream = watcher(scoped::<ServiceView>(client, ns), children.clone())
-        .backoff(WatchBackoff::default())
-        .relist_in_place(&services)
-        .reflect(svc_w)
-        .touched_objects();
-    let ing_stream = watcher(scoped::<Ingress>(client, ns), children.clone())
-        .backoff(WatchBackoff::default())
-        .modify(trim::ingress)
-        .relist_in_place(&ingresses)
-        .reflect(ing_w)
-        .touched_objects();
     let runner_stream =
         watcher(scoped::<Runner>(client, ns), watcher::Config::default().page_size(LIST_PAGE))
             .backoff(WatchBackoff::default())
@@ -130,8 +137,9 @@ pub fn start(client: &Client, ns: Option<&str>) -> Watches {
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
+    let labelled = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
     let pod_triggers =
-        watcher(scoped::<PodView>(client, ns), children).backoff(WatchBackoff::default()).flat_map({
+        watcher(scoped::<PodView>(client, ns), labelled).backoff(WatchBackoff::default()).flat_map({
             let pods = pods.clone();
             move |event| {
                 let hits = match event {
@@ -145,15 +153,10 @@ pub fn start(client: &Client, ns: Option<&str>) -> Watches {
             }
         });
     Watches {
-        stores: Stores { deployments, services, ingresses, pods },
+        stores: Stores { children: children.caches.into(), pods },
         runners,
         runner_events: without_errors("Runner", runner_stream).boxed(),
-        child_triggers: debounced(stream::select_all([
-            runners_of("Deployment", dep_stream),
-            runners_of("Service", svc_stream),
-            runners_of("Ingress", ing_stream),
-        ]))
-        .boxed(),
+        child_triggers: debounced(stream::select_all(children.triggers)).boxed(),
         pod_triggers: pod_triggers.boxed(),
     }
 }

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use kubectl_runner::api::{Phase, RUNNER_UID_LABEL, Runner, condition};
-use kubectl_runner::children::{Ownership, ownership};
+use kubectl_runner::ownership::{Ownership, ownership};
 
 use crate::support::TestNs;
 
@@ -75,6 +77,25 @@ pub async fn check(ns: &TestNs, name: &str, exact: bool) -> Result<Runner, Strin
             }
         }
         (None, None) => {}
+    }
+    // A budget of one Pod from 2 replicas, none below: the rule written out
+    // here, not read from the code under test.
+    let pdb = ns.api::<PodDisruptionBudget>().get_opt(name).await.map_err(|e| e.to_string())?;
+    let pdb = pdb.filter(|p| p.metadata.deletion_timestamp.is_none());
+    match (spec.replicas >= 2, &pdb) {
+        (false, Some(_)) => return Err(format!("a PodDisruptionBudget with {} replica", spec.replicas)),
+        (true, None) => return Err(format!("no PodDisruptionBudget with {} replicas", spec.replicas)),
+        (true, Some(p)) => {
+            if ownership(&p.metadata, &uid) != Ownership::Ours {
+                return Err("the PodDisruptionBudget is not controlled by this Runner".into());
+            }
+            let pspec = p.spec.clone().unwrap_or_default();
+            let selector = pspec.selector.and_then(|s| s.match_labels).unwrap_or_default();
+            if pspec.min_available != Some(IntOrString::Int(1)) || selector != want_selector {
+                return Err(format!("budget minAvailable {:?} selector {selector:?}", pspec.min_available));
+            }
+        }
+        (false, None) => {}
     }
     let st = r.status.as_ref().ok_or("no status")?;
     if st.observed_generation != r.metadata.generation {

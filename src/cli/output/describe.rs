@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use super::{age_of, table};
 use crate::api::Runner;
-use crate::cli::children::ChildSummary;
+use crate::cli::child_summary::ChildSummary;
 
 /// Everything `describe` shows, as data.
 #[derive(Debug, Clone)]

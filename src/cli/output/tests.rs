@@ -6,7 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use super::*;
-use crate::cli::children::ChildSummary;
+use crate::cli::child_summary::ChildSummary;
 use crate::cli::output::describe::Description;
 
 fn now() -> Timestamp {

@@ -7,11 +7,20 @@
 use serde_json::json;
 
 use super::fixtures;
-use crate::children::{FAILING_POD_REASONS, Ownership, ownership};
 use crate::diagnose::finding::Severity;
-use crate::manager::child_view::{self, DeploymentView};
+use crate::kinds::deployment::{DeploymentView, Deployments};
+use crate::kinds::{ChildKind, Facts, view};
 use crate::manager::pod_view::PodView;
 use crate::manager::status::{self, Observed};
+use crate::ownership::{Ownership, ownership};
+use crate::rollout::FAILING_POD_REASONS;
+
+/// What the manager's status learns from `d` as the Runner's own Deployment.
+fn facts(d: &DeploymentView, rs: &super::RunnerState) -> Facts {
+    let mut facts = Facts::default();
+    Deployments::facts(d, &rs.runner, &mut facts);
+    facts
+}
 
 fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(fixtures::now())
@@ -39,18 +48,18 @@ fn the_manager_and_diagnose_agree_on_whose_deployment_it_is() {
     ];
     for (name, change, ours) in cases {
         let mut rs = fixtures::runner_state();
-        change(rs.deployment.as_mut().unwrap());
-        let d = rs.deployment.clone().unwrap();
-        let view: DeploymentView = child_view::of(&d).unwrap();
+        fixtures::edit_child(&mut rs, change);
+        let d = rs.deployment().unwrap();
+        let view: DeploymentView = view::of(&d).unwrap();
         let manager_ours = ownership(&d.metadata, fixtures::UID) == Ownership::Ours;
-        let refused = (!manager_ours).then(|| crate::children::Refused {
+        let refused = (!manager_ours).then(|| crate::ownership::Refused {
             kind: "Deployment",
             namespace: fixtures::NS.into(),
             name: fixtures::NAME.into(),
             ownership: ownership(&d.metadata, fixtures::UID),
         });
         let seen = Observed {
-            deployment: manager_ours.then_some(&view),
+            facts: if manager_ours { facts(&view, &rs) } else { Facts::default() },
             refused: refused.into_iter().collect(),
             ..Default::default()
         };
@@ -80,8 +89,8 @@ fn the_manager_and_diagnose_agree_on_which_pod_reasons_are_failures() {
         let d: k8s_openapi::api::apps::v1::Deployment = fixtures::from(json!({
             "metadata": { "name": "web", "generation": 1 },
             "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 0 } }));
-        let d: DeploymentView = child_view::of(&d).unwrap();
-        let seen = Observed { deployment: Some(&d), pod_problem: view.problem(), ..Default::default() };
+        let d: DeploymentView = view::of(&d).unwrap();
+        let seen = Observed { facts: facts(&d, &rs), pod_problem: view.problem(), ..Default::default() };
         let manager_fails = status::compute(&rs.runner, &seen, &now()).phase == crate::api::Phase::Failed;
         let diagnose_fails = diagnose_errors(rs, reason) > 0;
         assert_eq!(

@@ -23,8 +23,9 @@ use crate::diagnose::view::manager::{self as manager_view, View};
 /// What the finalizer promises, said wherever removing it comes up.
 pub fn promise(rs: &RunnerState) -> String {
     format!(
-        "the {FINALIZER} finalizer keeps the Runner until the manager has deleted its Deployment, Service and \
-         Ingress (label {RUNNER_UID_LABEL}={}); removing it by hand skips that cleanup",
+        "the {FINALIZER} finalizer keeps the Runner until the manager has deleted its {} (label \
+         {RUNNER_UID_LABEL}={}); removing it by hand skips that cleanup",
+        kind_list(),
         rs.runner.metadata.uid.as_deref().unwrap_or_default()
     )
 }
@@ -49,20 +50,22 @@ pub const START_THE_MANAGER: &str = "start the manager (kubectl runner run-manag
      install --with-manager --image IMAGE); it deletes the children, then removes the finalizer. Do not remove \
      the finalizer by hand: that leaves the children behind";
 
+/// Every child kind, as a sentence: `Deployment, Service, ... and X`.
+fn kind_list() -> String {
+    let kinds: Vec<&str> = crate::kinds::all().iter().map(|k| k.kind()).collect();
+    match kinds.split_last() {
+        Some((last, init)) if !init.is_empty() => format!("{} and {last}", init.join(", ")),
+        _ => kinds.join(""),
+    }
+}
+
 /// The children this Runner still controls, as (kind, metadata).
 fn owned_children(rs: &RunnerState) -> Vec<(&'static str, &ObjectMeta)> {
-    let mut out = vec![];
-    if let Some(d) = &rs.deployment {
-        out.push(("Deployment", &d.metadata));
-    }
-    if let Some(d) = &rs.service {
-        out.push(("Service", &d.metadata));
-    }
-    if let Some(d) = &rs.ingress {
-        out.push(("Ingress", &d.metadata));
-    }
-    out.retain(|(_, m)| controlled_by(m, rs));
-    out
+    rs.children
+        .iter()
+        .map(|c| (c.kind.kind(), &c.object.metadata))
+        .filter(|(_, m)| controlled_by(m, rs))
+        .collect()
 }
 
 /// True when none of the Runner's children remain, so removing the
@@ -139,7 +142,7 @@ fn blockers(s: &Snapshot, rs: &RunnerState, v: &View, children_left: bool) -> Ve
     }
     let needed = |a: &&AccessCheck| {
         let child_delete = a.verb == "delete"
-            && ["deployments", "services", "ingresses"].contains(&a.permission.resource)
+            && crate::kinds::all().iter().any(|k| k.plural() == a.permission.resource)
             && children_left;
         let runner_write = a.permission.resource == "runners" && ["patch", "update"].contains(&a.verb);
         !a.allowed && (child_delete || runner_write) && (a.namespace == ns || a.namespace.is_empty())
@@ -168,8 +171,9 @@ fn fix(rs: &RunnerState, v: &View, children_gone: bool) -> String {
         START_THE_MANAGER.to_string()
     } else {
         format!(
-            "kubectl {} get deployment,service,ingress {name} -o yaml   # see what holds them",
-            ns_flag(rs)
+            "kubectl {} get {} {name} -o yaml   # see what holds them",
+            ns_flag(rs),
+            crate::kinds::all().iter().map(|k| k.kind().to_lowercase()).collect::<Vec<_>>().join(",")
         )
     }
 }
@@ -264,7 +268,7 @@ mod tests {
             (
                 "child in foreground deletion",
                 |s| {
-                    let m = &mut s.runners[0].deployment.as_mut().unwrap().metadata;
+                    let m = &mut s.runners[0].children.get_mut("Deployment").unwrap().metadata;
                     m.deletion_timestamp = Some(fixtures::from(fixtures::ago(60).into()));
                     m.finalizers = Some(vec!["foregroundDeletion".into()]);
                 },
@@ -305,8 +309,7 @@ mod tests {
         let f = &check(&s, &s.runners[0])[0];
         assert!(!f.fix.as_deref().unwrap().contains("--fix"), "{:?}", f.fix);
         assert!(!children_gone(&s.runners[0]));
-        s.runners[0].deployment = None;
-        s.runners[0].service = None;
+        s.runners[0].children = Default::default();
         let f = &check(&s, &s.runners[0])[0];
         assert!(f.fix.as_deref().unwrap().contains("--fix"), "{:?}", f.fix);
         assert!(children_gone(&s.runners[0]));
@@ -315,8 +318,8 @@ mod tests {
     #[test]
     fn a_foreign_same_name_object_does_not_hold_the_runner() {
         let mut s = deleting(120);
-        s.runners[0].deployment.as_mut().unwrap().metadata.owner_references = None;
-        s.runners[0].service = None;
+        s.runners[0].children.get_mut("Deployment").unwrap().metadata.owner_references = None;
+        s.runners[0].children.remove("Service");
         assert!(children_gone(&s.runners[0]));
     }
 }

@@ -74,6 +74,30 @@ pub fn ingress(host: &str) -> k8s_openapi::api::networking::v1::Ingress {
     }))
 }
 
+pub fn pdb() -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+    from(json!({
+        "metadata": { "name": NAME, "namespace": NS, "uid": "p-1", "resourceVersion": "14",
+                      "labels": { crate::api::RUNNER_UID_LABEL: UID }, "ownerReferences": owner(UID) },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { crate::api::RUNNER_UID_LABEL: UID } } }
+    }))
+}
+
+/// Sets the Runner's child of `obj`'s kind.
+pub fn set_child<K: k8s_openapi::Resource + serde::Serialize>(rs: &mut RunnerState, obj: K) {
+    let kind = crate::kinds::by_name(K::KIND).expect("a child kind");
+    rs.children.insert(kind, from(serde_json::to_value(obj).unwrap()));
+}
+
+/// Changes the Runner's child of kind `K` in its typed form.
+pub fn edit_child<K>(rs: &mut RunnerState, change: impl FnOnce(&mut K))
+where
+    K: k8s_openapi::Resource + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut obj: K = rs.children.typed().expect("the child exists");
+    change(&mut obj);
+    set_child(rs, obj);
+}
+
 pub fn pod(name: &str, status: Value) -> k8s_openapi::api::core::v1::Pod {
     from(json!({
         "metadata": { "name": name, "namespace": NS, "labels": { crate::api::RUNNER_UID_LABEL: UID } },
@@ -93,15 +117,16 @@ pub fn running_pod() -> k8s_openapi::api::core::v1::Pod {
 }
 
 pub fn runner_state() -> RunnerState {
-    RunnerState {
+    let mut rs = RunnerState {
         runner: runner(),
-        deployment: Some(deployment()),
-        service: Some(service()),
-        ingress: None,
+        children: Default::default(),
         pods: vec![running_pod()],
         events: vec![],
         resample: None,
-    }
+    };
+    set_child(&mut rs, deployment());
+    set_child(&mut rs, service());
+    rs
 }
 
 pub fn manager_deployment(ready: i32) -> k8s_openapi::api::apps::v1::Deployment {
@@ -128,7 +153,7 @@ pub fn lease(renewed_secs_ago: i64) -> k8s_openapi::api::coordination::v1::Lease
 /// Every permission allowed in `ns` (and the Lease ones in runner-system).
 pub fn all_allowed(ns: &str) -> Vec<AccessCheck> {
     let mut out = vec![];
-    for p in PERMISSIONS {
+    for p in PERMISSIONS.iter() {
         let namespace = match p.scope {
             PermScope::Watched => ns.to_string(),
             PermScope::ManagerNamespace => crate::manifests::MANAGER_NAMESPACE.to_string(),

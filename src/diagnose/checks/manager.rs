@@ -23,7 +23,7 @@ pub fn waiting_for_manager(s: &Snapshot, rs: &RunnerState) -> Option<String> {
     if super::finalizer::stuck_for(s, rs).is_some() {
         return Some(format!("Runner {name} is stuck deleting"));
     }
-    let missing = super::children::missing(s, rs);
+    let missing = super::child_ownership::missing(s, rs);
     if !missing.is_empty() {
         return Some(format!("Runner {name} is missing its {}", missing.join(", ")));
     }
@@ -205,7 +205,7 @@ mod tests {
                 "nothing at all, a Runner lacks its Service",
                 |s| {
                     s.manager = Default::default();
-                    s.runners[0].service = None;
+                    s.runners[0].children.remove("Service");
                 },
                 &[Code::ManagerAbsent],
             ),

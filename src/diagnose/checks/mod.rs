@@ -7,7 +7,7 @@
 //! Snapshot ─┬─ install     CRD present, served, equal to what we generate
 //!           ├─ manager     Lease, Deployment, Pods, absent, watch scope
 //!           ├─ permissions SubjectAccessReview denials, over-broad grants
-//!           └─ per Runner: finalizer, children, workload, status
+//!           └─ per Runner: finalizer, child_ownership, workload, status
 //! ```
 
 use std::time::Duration;
@@ -19,7 +19,7 @@ use super::finding::{Finding, ObjectRef};
 use super::snapshot::{RunnerState, Snapshot};
 pub(crate) use super::view::{age, human};
 
-pub mod children;
+pub mod child_ownership;
 pub mod finalizer;
 pub mod install;
 pub mod manager;
@@ -40,7 +40,7 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
         out.extend(permissions::check(s));
         for rs in &s.runners {
             out.extend(finalizer::check(s, rs));
-            out.extend(children::check(s, rs));
+            out.extend(child_ownership::check(s, rs));
             out.extend(workload::check(s, rs));
             out.extend(status::check(s, rs));
         }
@@ -62,11 +62,11 @@ pub(crate) fn controller(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references.as_deref().unwrap_or_default().iter().find(|o| o.controller == Some(true))
 }
 
-/// True when `meta` is this Runner's ([`crate::children::ownership`]: the
+/// True when `meta` is this Runner's ([`crate::ownership::ownership`]: the
 /// manager's rule, so diagnose and the status agree).
 pub(crate) fn controlled_by(meta: &ObjectMeta, rs: &RunnerState) -> bool {
     let uid = rs.runner.metadata.uid.as_deref().unwrap_or_default();
-    crate::children::ownership(meta, uid) == crate::children::Ownership::Ours
+    crate::ownership::ownership(meta, uid) == crate::ownership::Ownership::Ours
 }
 
 /// The `Runner ns/name` a per-Runner finding is about.

@@ -99,12 +99,7 @@ fn churn(rs: &RunnerState, r: &Resample) -> Option<Finding> {
     {
         return None;
     }
-    let children_before = [
-        rs.deployment.as_ref().and_then(|d| d.metadata.resource_version.clone()),
-        rs.service.as_ref().and_then(|d| d.metadata.resource_version.clone()),
-        rs.ingress.as_ref().and_then(|d| d.metadata.resource_version.clone()),
-    ];
-    if children_before != r.children_after {
+    if rs.versions() != r.children_after {
         return None;
     }
     let mut f = Finding::warning(
@@ -213,17 +208,10 @@ mod tests {
         let rs = &s.runners[0];
         let mut after = rs.runner.clone();
         change(&mut after);
-        let rv = |o: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>| {
-            o.and_then(|m| m.resource_version.clone())
-        };
         s.runners[0].resample = Some(Resample {
             elapsed: Duration::from_secs(1),
             runner: Some(after),
-            children_after: [
-                rv(rs.deployment.as_ref().map(|d| &d.metadata)),
-                rv(rs.service.as_ref().map(|d| &d.metadata)),
-                None,
-            ],
+            children_after: rs.versions(),
         });
     }
 

@@ -46,7 +46,7 @@ pub fn pod_problems(p: &Pod) -> Vec<PodProblem> {
     for cs in statuses {
         if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) {
             let reason = w.reason.clone().unwrap_or_default();
-            if crate::children::is_failing_pod_reason(&reason) {
+            if crate::rollout::is_failing_pod_reason(&reason) {
                 out.push(PodProblem {
                     pod: p.name_any(),
                     container: Some(cs.name.clone()),
@@ -76,7 +76,7 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         return vec![];
     }
     let mut out = vec![];
-    if let Some(d) = rs.deployment.as_ref().filter(|d| controlled_by(&d.metadata, rs)) {
+    if let Some(d) = rs.deployment().filter(|d| controlled_by(&d.metadata, rs)) {
         let conds = d.status.iter().flat_map(|s| s.conditions.iter().flatten());
         for c in conds {
             if c.type_.as_deref() == Some("Progressing")
@@ -170,9 +170,11 @@ mod tests {
     #[test]
     fn a_deployment_past_its_progress_deadline_is_an_error() {
         let mut s = fixtures::healthy();
-        let st = s.runners[0].deployment.as_mut().unwrap().status.as_mut().unwrap();
-        st.conditions = Some(vec![fixtures::from(json!({ "type": "Progressing", "status": "False",
-            "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"web-1\" has timed out progressing." }))]);
+        fixtures::edit_child(&mut s.runners[0], |d: &mut k8s_openapi::api::apps::v1::Deployment| {
+            let st = d.status.as_mut().unwrap();
+            st.conditions = Some(vec![fixtures::from(json!({ "type": "Progressing", "status": "False",
+                "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"web-1\" has timed out progressing." }))]);
+        });
         let f = check(&s, &s.runners[0]);
         assert_eq!(f[0].code, Code::ProgressDeadlineExceeded);
         assert!(f[0].message.contains("timed out"), "{}", f[0].message);

@@ -32,7 +32,7 @@ pub async fn read(
     watched: &[String],
 ) -> (Vec<AccessCheck>, Vec<Grant>, Gaps) {
     let mut asks: Vec<(String, &'static Permission, &'static str)> = vec![];
-    for p in PERMISSIONS {
+    for p in PERMISSIONS.iter() {
         let namespaces: Vec<String> = match p.scope {
             Scope::Watched => watched.to_vec(),
             Scope::ManagerNamespace => vec![sa.namespace.clone()],

@@ -1,21 +1,22 @@
-//! The Runners in scope and what surrounds each: the same-name Deployment,
-//! Service and Ingress (whoever owns them: ownership is what the checks
-//! judge), the Pods labelled with its UID, and the Events about it.
+//! The Runners in scope and what surrounds each: the same-name object of
+//! every child kind (whoever owns it: ownership is what the checks judge;
+//! [`crate::client::children`] reads them), the Pods labelled with its UID,
+//! and the Events about it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::{StreamExt, stream};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Pod, Service};
-use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use super::{Gaps, Request};
 use crate::api::{RUNNER_UID_LABEL, Runner};
-use crate::client::scoped as api;
-use crate::diagnose::snapshot::{Resample, RunnerState};
+use crate::client::children::{self, Children};
+use crate::client::{scoped as api, scoped_dynamic};
+use crate::diagnose::snapshot::{Resample, RunnerState, Versions};
+use crate::kinds;
 
 /// Runners whose children are fetched at once.
 const CONCURRENCY: usize = 8;
@@ -113,17 +114,15 @@ async fn children(
     let mut gaps = Gaps::default();
     let ns = runner.namespace().unwrap_or_default();
     let name = runner.name_any();
-    let (da, sa, ia) = (
-        api::<Deployment>(client, Some(&ns)),
-        api::<Service>(client, Some(&ns)),
-        api::<Ingress>(client, Some(&ns)),
-    );
-    let (d, s, i) = tokio::join!(da.get_opt(&name), sa.get_opt(&name), ia.get_opt(&name));
-    let deployment = gaps.take(format!("get Deployment {ns}/{name}"), d).flatten();
-    let service = gaps.take(format!("get Service {ns}/{name}"), s).flatten();
-    let ingress = gaps.take(format!("get Ingress {ns}/{name}"), i).flatten();
+    let mut found = Children::default();
+    for read in children::read(client, &ns, &name).await {
+        let what = format!("get {} {ns}/{name}", read.kind.kind());
+        if let Some(object) = gaps.take(what, read.result).flatten() {
+            found.insert(read.kind, object);
+        }
+    }
     events.sort_by_key(|e| e.last_timestamp.clone().or(e.metadata.creation_timestamp.clone()));
-    (RunnerState { runner, deployment, service, ingress, pods, events, resample: None }, gaps)
+    (RunnerState { runner, children: found, pods, events, resample: None }, gaps)
 }
 
 /// The second look for churn: each Runner and its children's
@@ -134,25 +133,17 @@ pub async fn resample(client: &Client, runners: &mut [RunnerState], elapsed: Dur
             let ns = rs.runner.namespace().unwrap_or_default();
             let name = rs.runner.name_any();
             async move {
-                let (ra, da, sa, ia) = (
-                    api::<Runner>(client, Some(&ns)),
-                    api::<Deployment>(client, Some(&ns)),
-                    api::<Service>(client, Some(&ns)),
-                    api::<Ingress>(client, Some(&ns)),
-                );
-                let (r, d, s, i) = tokio::join!(
-                    ra.get_opt(&name),
-                    da.get_metadata_opt(&name),
-                    sa.get_metadata_opt(&name),
-                    ia.get_metadata_opt(&name),
-                );
-                let (d, s, i) = (d.ok()?, s.ok()?, i.ok()?);
-                let children_after = [
-                    d.and_then(|m| m.metadata.resource_version),
-                    s.and_then(|m| m.metadata.resource_version),
-                    i.and_then(|m| m.metadata.resource_version),
-                ];
-                Some(Resample { elapsed, runner: r.ok()?, children_after })
+                let runner = api::<Runner>(client, Some(&ns)).get_opt(&name).await.ok()?;
+                let mut children_after = Versions::new();
+                for &kind in kinds::all() {
+                    let api = scoped_dynamic(client, &kind.api_resource(), Some(&ns));
+                    if let Some(rv) =
+                        api.get_metadata_opt(&name).await.ok()?.and_then(|m| m.metadata.resource_version)
+                    {
+                        children_after.insert(kind.kind(), rv);
+                    }
+                }
+                Some(Resample { elapsed, runner, children_after })
             }
         })
         .buffered(CONCURRENCY)

@@ -1,6 +1,7 @@
-//! The children: each expected child (Deployment, Service, and an
-//! Ingress when `spec.host` is set) exists and is controlled by this Runner's
-//! UID. A missing child comes with its likely cause; a same-name object
+//! The children: each child the spec wants (of every kind in
+//! [`crate::kinds::all`]: an Ingress only with `spec.host`, a
+//! PodDisruptionBudget only from 2 replicas) exists and is controlled by
+//! this Runner's UID. A missing child comes with its likely cause; a same-name object
 //! controlled by someone else is what the manager refuses to adopt.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -12,8 +13,8 @@ use super::{controlled_by, controller, ns_flag, runner_age, runner_ref};
 use crate::api::{FINALIZER, RUNNER_UID_LABEL, condition};
 use crate::diagnose::view::manager::{self as manager_view, View};
 
-/// One child slot: its kind, the resource the manager writes it through, and
-/// the same-name object found, if any.
+/// One child kind: the resource the manager writes it through, whether
+/// the spec wants it, and the same-name object found, if any.
 struct Slot<'a> {
     kind: &'static str,
     resource: &'static str,
@@ -21,27 +22,16 @@ struct Slot<'a> {
     found: Option<&'a ObjectMeta>,
 }
 
-fn slots(rs: &RunnerState) -> [Slot<'_>; 3] {
-    [
-        Slot {
-            kind: "Deployment",
-            resource: "deployments",
-            expected: true,
-            found: rs.deployment.as_ref().map(|d| &d.metadata),
-        },
-        Slot {
-            kind: "Service",
-            resource: "services",
-            expected: true,
-            found: rs.service.as_ref().map(|d| &d.metadata),
-        },
-        Slot {
-            kind: "Ingress",
-            resource: "ingresses",
-            expected: rs.runner.spec.host.is_some(),
-            found: rs.ingress.as_ref().map(|d| &d.metadata),
-        },
-    ]
+fn slots(rs: &RunnerState) -> Vec<Slot<'_>> {
+    crate::kinds::all()
+        .iter()
+        .map(|k| Slot {
+            kind: k.kind(),
+            resource: k.plural(),
+            expected: k.wanted(&rs.runner),
+            found: rs.children.get(k.kind()).map(|o| &o.metadata),
+        })
+        .collect()
 }
 
 /// Kinds of the expected children that are missing, once the Runner is older
@@ -184,9 +174,8 @@ fn spec_writers(meta: &ObjectMeta) -> Vec<String> {
 }
 
 fn ingress_finding(rs: &RunnerState) -> Option<Finding> {
-    let ing = rs.ingress.as_ref()?;
-    let hosts: Vec<String> =
-        ing.spec.iter().flat_map(|s| s.rules.iter().flatten()).filter_map(|r| r.host.clone()).collect();
+    let ing = rs.children.typed::<k8s_openapi::api::networking::v1::Ingress>()?;
+    let hosts = crate::kinds::ingress::hosts(&ing).unwrap_or_default();
     let ns = rs.runner.namespace().unwrap_or_default();
     let name = rs.runner.name_any();
     match &rs.runner.spec.host {
@@ -198,11 +187,11 @@ fn ingress_finding(rs: &RunnerState) -> Option<Finding> {
             )
             .evidence("the manager deletes the Ingress when the host is removed; it has not (yet)"),
         ),
-        Some(h) if !hosts.contains(h) => Some(
+        Some(h) if !hosts.split(',').any(|x| x == h) => Some(
             Finding::warning(
                 Code::IngressHostMismatch,
                 runner_ref(rs),
-                format!("Ingress {ns}/{name} routes {}, not spec.host {h}", hosts.join(", ")),
+                format!("Ingress {ns}/{name} routes {}, not spec.host {h}", hosts.replace(',', ", ")),
             )
             .evidence("the manager has not applied the latest host"),
         ),
@@ -232,14 +221,13 @@ mod tests {
         type Case = (&'static str, fn(&mut Snapshot), &'static [Code]);
         let cases: &[Case] = &[
             ("healthy", |_| {}, &[]),
-            ("Service gone", |s| s.runners[0].service = None, &[Code::ChildMissing]),
+            ("Service gone", |s| drop(s.runners[0].children.remove("Service")), &[Code::ChildMissing]),
             (
                 "just created, nothing yet",
                 |s| {
                     let r = &mut s.runners[0];
                     r.runner.metadata.creation_timestamp = Some(fixtures::from(fixtures::ago(2).into()));
-                    r.deployment = None;
-                    r.service = None;
+                    r.children = Default::default();
                 },
                 &[],
             ),
@@ -250,26 +238,49 @@ mod tests {
             ),
             (
                 "Ingress without host",
-                |s| s.runners[0].ingress = Some(fixtures::ingress("a.example")),
+                |s| fixtures::set_child(&mut s.runners[0], fixtures::ingress("a.example")),
                 &[Code::IngressWithoutHost],
             ),
             (
                 "Ingress for another host",
                 |s| {
                     s.runners[0].runner.spec.host = Some("b.example".into());
-                    s.runners[0].ingress = Some(fixtures::ingress("a.example"));
+                    fixtures::set_child(&mut s.runners[0], fixtures::ingress("a.example"));
                 },
                 &[Code::IngressHostMismatch],
             ),
             (
                 "squatter without owner",
-                |s| s.runners[0].deployment.as_mut().unwrap().metadata.owner_references = None,
+                |s| s.runners[0].children.get_mut("Deployment").unwrap().metadata.owner_references = None,
+                &[Code::ChildForeign],
+            ),
+            (
+                "two replicas without a budget",
+                |s| s.runners[0].runner.spec.replicas = 2,
+                &[Code::ChildMissing],
+            ),
+            (
+                "two replicas with a budget of ours",
+                |s| {
+                    s.runners[0].runner.spec.replicas = 2;
+                    fixtures::set_child(&mut s.runners[0], fixtures::pdb());
+                },
+                &[],
+            ),
+            (
+                "someone else's budget under the name",
+                |s| {
+                    s.runners[0].runner.spec.replicas = 2;
+                    fixtures::set_child(&mut s.runners[0], fixtures::pdb());
+                    s.runners[0].children.get_mut("PodDisruptionBudget").unwrap().metadata.owner_references =
+                        None;
+                },
                 &[Code::ChildForeign],
             ),
             (
                 "owned by an earlier Runner of the same name",
                 |s| {
-                    s.runners[0].service.as_mut().unwrap().metadata.owner_references =
+                    s.runners[0].children.get_mut("Service").unwrap().metadata.owner_references =
                         Some(fixtures::from(fixtures::owner("uid-0")))
                 },
                 &[Code::ChildStaleOwner],
@@ -279,7 +290,7 @@ mod tests {
                 |s| {
                     s.runners[0].runner.metadata.deletion_timestamp =
                         Some(fixtures::from(fixtures::ago(100).into()));
-                    s.runners[0].service = None;
+                    s.runners[0].children.remove("Service");
                 },
                 &[],
             ),
@@ -322,7 +333,7 @@ mod tests {
         ];
         for (name, break_it, want) in cases {
             let mut s = fixtures::healthy();
-            s.runners[0].service = None;
+            s.runners[0].children.remove("Service");
             break_it(&mut s);
             let f = check(&s, &s.runners[0]);
             assert!(f[0].evidence.iter().any(|e| e.contains(want)), "{name}: {:#?}", f[0].evidence);
@@ -333,11 +344,11 @@ mod tests {
     fn a_foreign_child_quotes_the_adoption_refused_condition() {
         let mut s = fixtures::healthy();
         let r = &mut s.runners[0];
-        r.deployment.as_mut().unwrap().metadata.owner_references = None;
+        r.children.get_mut("Deployment").unwrap().metadata.owner_references = None;
         r.runner.status.as_mut().unwrap().conditions[1] = fixtures::from(serde_json::json!({
             "type": "ChildrenOwned", "status": "False", "reason": "AdoptionRefused",
             "message": "Deployment app/web is not owned by this Runner", "lastTransitionTime": fixtures::ago(10) }));
-        r.deployment.as_mut().unwrap().metadata.managed_fields = Some(vec![
+        r.children.get_mut("Deployment").unwrap().metadata.managed_fields = Some(vec![
             fixtures::from(
                 serde_json::json!({ "manager": "kube-controller-manager", "operation": "Update", "subresource": "status" }),
             ),

@@ -4,24 +4,44 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{Runner, RunnerSpec};
-use crate::manager::desired;
-use crate::manager::drift::plan;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-/// A Runner with a host, so it has all three children.
+use super::ChildKind;
+use super::deployment::Deployments;
+use super::drift::{Rules, plan};
+use crate::api::{Runner, RunnerSpec};
+
+/// A Runner with every optional field set (a host, two replicas), so it
+/// has a child of every kind.
 pub fn runner() -> Runner {
-    let mut r = Runner::new(
-        "web",
-        RunnerSpec { image: "nginx:1.27".into(), replicas: 2, port: 8080, host: Some("web.example".into()) },
-    );
+    let mut r = Runner::new("web", RunnerSpec::every_field());
     r.metadata.namespace = Some("team".into());
     r.metadata.uid = Some("uid-1".into());
     r
 }
 
 /// True when `live` carries every field of `want`, as drift judges it.
-pub fn is_subset(want: &Value, live: &Value) -> bool {
-    !plan(want, live).apply
+pub fn is_subset(rules: &Rules, want: &Value, live: &Value) -> bool {
+    !plan(rules, want, live).apply
+}
+
+pub fn decode<V: DeserializeOwned>(v: Value) -> V {
+    serde_json::from_value(v).unwrap()
+}
+
+pub fn as_json(v: &impl Serialize) -> Value {
+    serde_json::to_value(v).unwrap()
+}
+
+/// What drift compares: the body without its type (list items and views
+/// do not carry it).
+pub fn body(want: &impl Serialize) -> Value {
+    let mut v = as_json(want);
+    let o = v.as_object_mut().unwrap();
+    o.remove("apiVersion");
+    o.remove("kind");
+    v
 }
 
 /// `want` as the apiserver would serve it, with `extra` merged in.
@@ -64,7 +84,7 @@ pub fn managed() -> Value {
 /// The Runner's Deployment as served, rolled out.
 pub fn live_deployment(r: &Runner) -> Value {
     served_json(
-        &desired::deployment(r),
+        &Deployments::desired(r).unwrap(),
         json!({
             "metadata": managed(),
             "spec": {

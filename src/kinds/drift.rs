@@ -20,9 +20,10 @@
 use serde_json::Value;
 
 /// How server-side apply merges the field at a path (from the child types'
-/// `x-kubernetes-list-type` / `map-type` / `structType` markers).
+/// `x-kubernetes-list-type` / `map-type` / `structType` markers). Each kind
+/// lists its non-granular paths ([`super::ChildKind::MERGE`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Merge {
+pub enum Merge {
     /// Maps key by key; lists without a key are replaced whole.
     Granular,
     /// Replaced whole: equal or drifted.
@@ -34,21 +35,14 @@ enum Merge {
     KeyedNamed(&'static [&'static str]),
 }
 
-/// Path elements are field names; a list entry is `[]`.
-fn merge_at(path: &[&str]) -> Merge {
-    match path {
-        ["metadata", "ownerReferences"] => Merge::Keyed(&["uid"]),
-        // Deployment: LabelSelector is a structType=atomic; Service: mapType=atomic.
-        ["spec", "selector"] => Merge::Atomic,
-        // Ingress rules: listType=atomic.
-        ["spec", "rules"] => Merge::Atomic,
-        ["spec", "ports"] => Merge::KeyedNamed(&["port", "protocol"]),
-        ["spec", "template", "spec", "containers"] => Merge::Keyed(&["name"]),
-        ["spec", "template", "spec", "containers", "[]", "ports"] => {
-            Merge::KeyedNamed(&["containerPort", "protocol"])
-        }
-        _ => Merge::Granular,
-    }
+/// A kind's merge rules: path elements are field names; a list entry is `[]`.
+pub type Rules = [(&'static [&'static str], Merge)];
+
+/// Every child's owner references: keyed by UID (others' entries stay).
+const COMMON: &Rules = &[(&["metadata", "ownerReferences"], Merge::Keyed(&["uid"]))];
+
+fn merge_at(rules: &Rules, path: &[&str]) -> Merge {
+    COMMON.iter().chain(rules).find(|(p, _)| *p == path).map_or(Merge::Granular, |(_, m)| *m)
 }
 
 /// What a pass must do to a live child of ours.
@@ -72,10 +66,10 @@ pub struct Renamed {
     pub ours: Value,
 }
 
-/// Compares `desired` (what we apply) with `live`.
-pub fn plan(desired: &Value, live: &Value) -> Plan {
+/// Compares `desired` (what we apply) with `live`, merging as `rules` say.
+pub fn plan(rules: &Rules, desired: &Value, live: &Value) -> Plan {
     let mut p = Plan::default();
-    let mut at = At { path: Vec::new(), ptr: String::new(), fields: Vec::new() };
+    let mut at = At { rules, path: Vec::new(), ptr: String::new(), fields: Vec::new() };
     p.apply = !walk(&mut at, desired, live, &mut p.renamed);
     p
 }
@@ -83,6 +77,7 @@ pub fn plan(desired: &Value, live: &Value) -> Plan {
 /// Where the walk is: the schema path, the JSON pointer into `live`, and
 /// the FieldsV1 path.
 struct At<'a> {
+    rules: &'a Rules,
     path: Vec<&'a str>,
     ptr: String,
     fields: Vec<String>,
@@ -116,7 +111,7 @@ fn entry_key(keys: &[&str], v: &Value) -> String {
 /// True when `live` carries `desired` at this path; collects renamed
 /// entries on the way.
 fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>) -> bool {
-    match (merge_at(&at.path), d, l) {
+    match (merge_at(at.rules, &at.path), d, l) {
         (_, Value::Null, Value::Null) => true,
         (Merge::Atomic, d, l) => d == l,
         (merge @ (Merge::Keyed(keys) | Merge::KeyedNamed(keys)), Value::Array(ds), Value::Array(ls)) => {
@@ -170,6 +165,22 @@ fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The rules of the kinds these tests' objects stand for.
+    const RULES: &Rules = &[
+        (&["spec", "selector"], Merge::Atomic),
+        (&["spec", "rules"], Merge::Atomic),
+        (&["spec", "ports"], Merge::KeyedNamed(&["port", "protocol"])),
+        (&["spec", "template", "spec", "containers"], Merge::Keyed(&["name"])),
+        (
+            &["spec", "template", "spec", "containers", "[]", "ports"],
+            Merge::KeyedNamed(&["containerPort", "protocol"]),
+        ),
+    ];
+
+    fn plan(desired: &Value, live: &Value) -> Plan {
+        super::plan(RULES, desired, live)
+    }
 
     fn svc(ports: Value, selector: Value) -> Value {
         json!({ "metadata": { "name": "web", "labels": { "a": "1" } },

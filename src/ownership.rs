@@ -1,7 +1,7 @@
-//! Pure: whose a child is. One rule for the manager (and, in time, for
-//! `describe`, `diagnose` and `e2e`): a child is the Runner's when its
-//! *controller* ownerReference carries the Runner's UID. Labels are fields
-//! we set and put back when removed; they never decide ownership.
+//! Pure: whose a child is. One rule for the manager, `describe`, `delete`,
+//! `diagnose` and `e2e`: a child is the Runner's when its *controller*
+//! ownerReference carries the Runner's UID. Labels are fields we set and
+//! put back when removed; they never decide ownership.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -40,29 +40,10 @@ pub fn ownership(child: &ObjectMeta, runner_uid: &str) -> Ownership {
     }
 }
 
-/// Pod waiting reasons that will not fix themselves: the Runner's phase is
-/// Failed, and `diagnose` reports them as errors. Others (ContainerCreating,
-/// PodInitializing, ...) are progress.
-pub const FAILING_POD_REASONS: &[&str] = &[
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-];
-
-/// True for a waiting reason in [`FAILING_POD_REASONS`].
-pub fn is_failing_pod_reason(reason: &str) -> bool {
-    FAILING_POD_REASONS.contains(&reason)
-}
-
 /// A child the Runner may not touch, for its status and Events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {
-    /// `Deployment`, `Service` or `Ingress`.
+    /// The child's kind: `Deployment`, `Service`, ...
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,

@@ -1,0 +1,254 @@
+//! The Deployment: the Runner's workload. Replicas, image and port come from
+//! the spec; rolling updates are left to the Deployment controller. Its
+//! rollout is what the Runner's status reports.
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStatus};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
+use serde::{Deserialize, Serialize};
+
+use super::view::Labels;
+use super::{ChildKind, Facts, Merge, meta};
+use crate::api::Runner;
+use crate::rollout::{self, RolloutSource};
+
+/// The Deployment kind.
+pub struct Deployments;
+
+/// The name of our container in the Pod template.
+pub const CONTAINER: &str = "runner";
+
+impl ChildKind for Deployments {
+    type Object = Deployment;
+    type View = DeploymentView;
+    const SHORT: &'static str = "deploy";
+    const WHY: &'static str = "create, repair and delete the Runner's Deployment";
+    const MERGE: &'static [(&'static [&'static str], Merge)] = &[
+        // LabelSelector is a structType=atomic.
+        (&["spec", "selector"], Merge::Atomic),
+        (&["spec", "template", "spec", "containers"], Merge::Keyed(&["name"])),
+        (
+            &["spec", "template", "spec", "containers", "[]", "ports"],
+            Merge::KeyedNamed(&["containerPort", "protocol"]),
+        ),
+    ];
+
+    fn desired(runner: &Runner) -> Option<Deployment> {
+        let spec = &runner.spec;
+        let container = Container {
+            name: CONTAINER.into(),
+            image: Some(spec.image.clone()),
+            ports: Some(vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: spec.port,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        Some(Deployment {
+            metadata: meta::metadata(runner),
+            spec: DeploymentSpec {
+                replicas: Some(spec.replicas),
+                selector: meta::selector(runner),
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta { labels: Some(meta::labels(runner)), ..Default::default() }),
+                    spec: Some(PodSpec { containers: vec![container], ..Default::default() }),
+                },
+                ..Default::default()
+            },
+            status: None,
+        })
+    }
+
+    fn facts(view: &DeploymentView, runner: &Runner, facts: &mut Facts) {
+        facts.rollout = Some(rollout::of(Some(view), runner.spec.replicas));
+    }
+
+    fn state(d: &Deployment) -> String {
+        let st = d.status.clone().unwrap_or_default();
+        let want = d.spec.replicas.unwrap_or(1);
+        format!(
+            "{}/{want} ready, {} updated, {} available",
+            st.ready_replicas.unwrap_or(0),
+            st.updated_replicas.unwrap_or(0),
+            st.available_replicas.unwrap_or(0)
+        )
+    }
+
+    fn brief(d: &Deployment) -> Option<String> {
+        let ready = d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+        let want = d.spec.replicas.unwrap_or(1);
+        Some(format!("{ready}/{want}"))
+    }
+}
+
+/// What the manager caches of a Deployment: our spec fields, and its
+/// status for the rollout.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DeploymentView {
+    #[serde(deserialize_with = "super::lean_meta::decode")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: DeploymentSpecView,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DeploymentStatus>,
+}
+crate::resource_as!(DeploymentView, Deployment);
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DeploymentSpecView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// All of it: the selector is atomic, an extra key is drift.
+    #[serde(default)]
+    pub selector: SelectorView,
+    #[serde(default)]
+    pub template: TemplateView,
+}
+
+/// A label selector, its labels as [`Labels`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_labels: Option<Labels>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TemplateView {
+    #[serde(default)]
+    pub metadata: LabelsView,
+    #[serde(default)]
+    pub spec: PodSpecView,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LabelsView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Labels>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PodSpecView {
+    /// Every container: ours is matched by name, the others stay theirs.
+    #[serde(default)]
+    pub containers: Vec<ContainerView>,
+}
+
+/// Name, image and ports: what the desired container sets.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ContainerView {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<ContainerPort>>,
+}
+
+impl RolloutSource for DeploymentView {
+    fn generation(&self) -> Option<i64> {
+        self.metadata.generation
+    }
+    fn status(&self) -> Option<&DeploymentStatus> {
+        self.status.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::RUNNER_UID_LABEL;
+    use crate::kinds::served_fixture::{as_json, body, decode, is_subset, live_deployment, runner};
+
+    fn desired(r: &Runner) -> Deployment {
+        Deployments::desired(r).unwrap()
+    }
+
+    #[test]
+    fn the_deployment_selects_the_runners_uid_and_runs_its_image_on_its_port() {
+        let r = runner();
+        let spec = desired(&r).spec;
+        assert_eq!(spec.replicas, Some(r.spec.replicas));
+        assert_eq!(spec.selector.match_labels.unwrap()[RUNNER_UID_LABEL], "uid-1");
+        let c = &spec.template.spec.as_ref().unwrap().containers[0];
+        assert_eq!(c.image.as_deref(), Some(r.spec.image.as_str()));
+        assert_eq!(c.ports.as_ref().unwrap()[0].container_port, r.spec.port);
+        let v = as_json(&desired(&r));
+        assert_eq!((v["apiVersion"].as_str(), v["kind"].as_str()), (Some("apps/v1"), Some("Deployment")));
+        assert!(v.get("status").is_none() && v["spec"].get("strategy").is_none(), "only our fields: {v}");
+    }
+
+    #[test]
+    fn a_deployment_view_holds_every_desired_field_and_the_rollout() {
+        let r = runner();
+        let d: DeploymentView = decode(live_deployment(&r));
+        assert!(is_subset(Deployments::MERGE, &body(&desired(&r)), &as_json(&d)));
+        assert_eq!((d.metadata.uid.as_deref(), d.metadata.generation), (Some("d-1"), Some(3)));
+        let mut facts = Facts::default();
+        Deployments::facts(&d, &r, &mut facts);
+        let rollout = facts.rollout.unwrap();
+        assert!(rollout.caught_up && rollout.complete, "{rollout:?}");
+    }
+
+    #[test]
+    fn a_deployment_view_drops_managed_fields_annotations_and_pod_defaults() {
+        let d: DeploymentView = decode(live_deployment(&runner()));
+        assert!(d.metadata.managed_fields.is_none() && d.metadata.annotations.is_none());
+        let v = as_json(&d);
+        assert!(v["spec"].get("strategy").is_none());
+        assert!(v["spec"]["template"]["spec"].get("dnsPolicy").is_none());
+        assert!(v["spec"]["template"]["spec"]["containers"][0].get("terminationMessagePath").is_none());
+    }
+
+    #[test]
+    fn drift_in_an_owned_field_or_a_foreign_selector_key_is_still_seen() {
+        let r = runner();
+        let want = body(&desired(&r));
+        let mut live = live_deployment(&r);
+        live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("evil:1");
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        live["spec"]["selector"]["matchLabels"]["extra"] = json!("x");
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+    }
+
+    #[test]
+    fn a_sidecar_and_foreign_labels_are_not_drift() {
+        let r = runner();
+        let mut live = live_deployment(&r);
+        live["metadata"]["labels"]["team"] = json!("a");
+        live["spec"]["template"]["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({ "name": "proxy", "image": "envoy:1" }));
+        let d: DeploymentView = decode(live);
+        assert!(is_subset(Deployments::MERGE, &body(&desired(&r)), &as_json(&d)));
+        assert_eq!(d.spec.template.spec.containers.len(), 2);
+    }
+
+    #[test]
+    fn our_update_entry_is_kept_as_a_marker_without_its_fields() {
+        let r = runner();
+        let mut live = live_deployment(&r);
+        live["metadata"]["managedFields"].as_array_mut().unwrap().push(json!({
+            "manager": "kubectl-runner", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": {} }
+        }));
+        let d: DeploymentView = decode(live);
+        assert!(crate::kinds::managed_fields::needs_upgrade(&d.metadata));
+        assert!(d.metadata.managed_fields.as_ref().unwrap().iter().all(|e| e.fields_v1.is_none()));
+    }
+
+    #[test]
+    fn describe_and_wide_show_the_ready_count() {
+        let d: Deployment = decode(live_deployment(&runner()));
+        assert_eq!(Deployments::state(&d), "2/2 ready, 2 updated, 2 available");
+        assert_eq!(Deployments::brief(&d).as_deref(), Some("2/2"));
+        let empty: Deployment = decode::<Deployment>(json!({ "metadata": {} }));
+        assert_eq!(Deployments::brief(&empty).as_deref(), Some("0/1"));
+    }
+}

@@ -1,0 +1,80 @@
+//! One child kind's cache and writes with the kind's types erased, so the
+//! manager holds one list of them, built by [`crate::kinds::visit`]: the
+//! watches fill them, the cache-sync wait and every pass iterate over them.
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::runtime::reflector::Store;
+
+use super::child_write::{self, Outcome, Writes};
+use crate::api::Runner;
+use crate::error::Result;
+use crate::kinds::{ChildKind, Facts};
+
+/// A child kind's cache, as the manager iterates over it.
+pub trait ChildCache: Send + Sync {
+    /// `Deployment`, `Service`, ...
+    fn kind(&self) -> &'static str;
+    /// Resolves once the cache holds its first list.
+    fn synced(&self) -> BoxFuture<'static, ()>;
+    /// Brings the Runner's child of this kind to what the Runner wants
+    /// (nothing, when `deleting`), adding what the status learns to `facts`.
+    fn reconcile<'a>(
+        &'a self,
+        writes: &'a Writes,
+        runner: &'a Runner,
+        deleting: bool,
+        facts: &'a mut Facts,
+    ) -> BoxFuture<'a, Result<Outcome>>;
+}
+
+/// The cache of kind `K`.
+pub struct Cache<K: ChildKind> {
+    pub store: Store<K::View>,
+}
+
+impl<K: ChildKind> ChildCache for Cache<K> {
+    fn kind(&self) -> &'static str {
+        <K::Object as k8s_openapi::Resource>::KIND
+    }
+
+    fn synced(&self) -> BoxFuture<'static, ()> {
+        let store = self.store.clone();
+        async move {
+            let _ = store.wait_until_ready().await;
+        }
+        .boxed()
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        writes: &'a Writes,
+        runner: &'a Runner,
+        deleting: bool,
+        facts: &'a mut Facts,
+    ) -> BoxFuture<'a, Result<Outcome>> {
+        let want = if deleting { None } else { K::desired(runner) };
+        child_write::reconcile::<K>(writes, &self.store, runner, want, facts).boxed()
+    }
+}
+
+/// Caches of every kind holding `objects` (each JSON with its `kind`), as
+/// a watch would have filled them; for tests of a pass.
+#[cfg(test)]
+pub fn seeded(objects: Vec<serde_json::Value>) -> std::sync::Arc<[Box<dyn ChildCache>]> {
+    struct Seed(Vec<serde_json::Value>, Vec<Box<dyn ChildCache>>);
+    impl crate::kinds::Visitor for Seed {
+        fn visit<K: ChildKind>(&mut self) {
+            let (store, mut writer) = kube::runtime::reflector::store::<K::View>();
+            let kind = <K::Object as k8s_openapi::Resource>::KIND;
+            for obj in self.0.iter().filter(|o| o["kind"] == kind) {
+                let view: K::View = serde_json::from_value(obj.clone()).expect("a seed object of its kind");
+                writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(view));
+            }
+            self.1.push(Box::new(Cache::<K> { store }));
+        }
+    }
+    let mut seed = Seed(objects, Vec::new());
+    crate::kinds::visit(&mut seed);
+    seed.1.into()
+}

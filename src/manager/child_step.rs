@@ -1,0 +1,180 @@
+//! Pure: what one pass does to one child, decided from what the cache holds
+//! and what the Runner wants. The write path (`child_write`) performs the
+//! step; the table test below covers every branch.
+//!
+//! ```text
+//! wanted?  live?   ours?  deleting?  drift?  take-over needed?   step
+//!   yes    no                                                   Create
+//!   yes    yes     no                                           Refuse
+//!   yes    yes     yes    yes                                   Wait
+//!   yes    yes     yes    no         no                         Nothing
+//!   yes    yes     yes    no         yes     yes                TakeOverThenApply
+//!   yes    yes     yes    no         yes     no                 Apply
+//!   no     no / not ours / delete answered "gone"               Nothing
+//!   no     ours, delete sent and still finalizing, or deleting  Wait
+//!   no     ours                                                 Delete
+//! ```
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use crate::kinds::drift::{self, Rules};
+use crate::kinds::managed_fields;
+use crate::ownership::{Ownership, ownership};
+
+/// What to do to a child this pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Wanted and absent from the cache: POST it (the one write that never
+    /// merges into a same-name object someone else made).
+    Create,
+    /// Wanted, and the name is taken by an object the Runner does not
+    /// control: leave it alone and say so.
+    Refuse(Ownership),
+    /// Ours and on its way out: its delete event brings the next pass.
+    Wait,
+    /// Ours and drifted, and an apply alone cannot converge: fold our
+    /// Update entry into our Apply entry, or put ours in place of an entry
+    /// renamed by someone else, then apply.
+    TakeOverThenApply,
+    /// Ours and drifted: apply our fields.
+    Apply,
+    /// As wanted (or absent, or someone else's, and not wanted).
+    Nothing,
+    /// Ours and no longer wanted: delete it, once.
+    Delete,
+}
+
+/// A child as the cache holds it: its metadata and its JSON (without
+/// apiVersion and kind, as drift compares it).
+#[derive(Debug, Clone, Copy)]
+pub struct Live<'a> {
+    pub meta: &'a ObjectMeta,
+    pub body: &'a Value,
+}
+
+/// The step for one child. `want` is the body we would apply (None: the
+/// Runner should not have this child, or is being deleted); `delete_sent`
+/// is what the apiserver answered to our DELETE of this very child, if we
+/// sent one (true: gone).
+pub fn decide(
+    rules: &Rules,
+    want: Option<&Value>,
+    live: Option<Live<'_>>,
+    runner_uid: &str,
+    delete_sent: Option<bool>,
+) -> Step {
+    let Some(live) = live else {
+        return if want.is_some() { Step::Create } else { Step::Nothing };
+    };
+    let owner = ownership(live.meta, runner_uid);
+    let Some(want) = want else {
+        return match (owner, delete_sent) {
+            (Ownership::Ours, Some(true)) => Step::Nothing, // gone; the cache has not seen it yet
+            (Ownership::Ours, Some(false)) => Step::Wait,
+            (Ownership::Ours, None) if live.meta.deletion_timestamp.is_some() => Step::Wait,
+            (Ownership::Ours, None) => Step::Delete,
+            _ => Step::Nothing,
+        };
+    };
+    if owner != Ownership::Ours {
+        return Step::Refuse(owner);
+    }
+    if live.meta.deletion_timestamp.is_some() {
+        return Step::Wait;
+    }
+    let plan = drift::plan(rules, want, live.body);
+    if !plan.apply {
+        Step::Nothing
+    } else if managed_fields::needs_upgrade(live.meta) || !plan.renamed.is_empty() {
+        Step::TakeOverThenApply
+    } else {
+        Step::Apply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference, Time};
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::FIELD_MANAGER;
+    use crate::kinds::{ChildKind, service::Services};
+
+    fn meta(owner_uid: Option<&str>, deleting: bool, update_entry: bool) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: owner_uid.map(|uid| {
+                vec![OwnerReference {
+                    api_version: "lab.cloudlab.training/v1alpha1".into(),
+                    kind: "Runner".into(),
+                    name: "web".into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            deletion_timestamp: deleting.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            managed_fields: update_entry.then(|| {
+                vec![ManagedFieldsEntry {
+                    manager: Some(FIELD_MANAGER.into()),
+                    operation: Some("Update".into()),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn label(value: &str) -> Value {
+        json!({ "metadata": { "labels": { "app": value } } })
+    }
+
+    #[test]
+    fn every_branch_of_the_decision() {
+        let want = label("web");
+        let (same, moved) = (label("web"), label("other"));
+        let ours = meta(Some("u1"), false, false);
+        let ours_deleting = meta(Some("u1"), true, false);
+        let ours_posted = meta(Some("u1"), false, true);
+        let earlier = meta(Some("u0"), false, false);
+        let foreign = meta(None, false, false);
+        let live = |meta, body| Some(Live { meta, body });
+        type Row<'a> = (&'a str, Option<&'a Value>, Option<Live<'a>>, Option<bool>, Step);
+        let rows: Vec<Row> = vec![
+            ("wanted and absent", Some(&want), None, None, Step::Create),
+            (
+                "an earlier Runner's",
+                Some(&want),
+                live(&earlier, &same),
+                None,
+                Step::Refuse(Ownership::StaleOwner),
+            ),
+            ("someone else's", Some(&want), live(&foreign, &same), None, Step::Refuse(Ownership::Foreign)),
+            ("ours, being deleted", Some(&want), live(&ours_deleting, &moved), None, Step::Wait),
+            ("ours and as wanted", Some(&want), live(&ours, &same), None, Step::Nothing),
+            ("ours, drifted", Some(&want), live(&ours, &moved), None, Step::Apply),
+            ("ours, posted, drifted", Some(&want), live(&ours_posted, &moved), None, Step::TakeOverThenApply),
+            ("ours, posted, as wanted", Some(&want), live(&ours_posted, &same), None, Step::Nothing),
+            ("unwanted and absent", None, None, None, Step::Nothing),
+            ("unwanted, someone else's", None, live(&foreign, &same), None, Step::Nothing),
+            ("unwanted, an earlier Runner's", None, live(&earlier, &same), None, Step::Nothing),
+            ("unwanted, ours", None, live(&ours, &same), None, Step::Delete),
+            ("unwanted, ours, deleting", None, live(&ours_deleting, &same), None, Step::Wait),
+            ("unwanted, delete answered gone", None, live(&ours, &same), Some(true), Step::Nothing),
+            ("unwanted, delete still finalizing", None, live(&ours, &same), Some(false), Step::Wait),
+        ];
+        for (what, want, live, sent, step) in rows {
+            assert_eq!(decide(Services::MERGE, want, live, "u1", sent), step, "{what}");
+        }
+        // Someone moved our port to another number under our port's name: a
+        // take-over, since an apply would add a second port named http.
+        let port =
+            |n: i32| json!({ "spec": { "ports": [{ "name": "http", "port": n, "protocol": "TCP" }] } });
+        let (want, renamed) = (port(80), port(81));
+        assert_eq!(
+            decide(Services::MERGE, Some(&want), live(&ours, &renamed), "u1", None),
+            Step::TakeOverThenApply
+        );
+    }
+}
