@@ -29,6 +29,10 @@ pub struct Child {
 pub struct Children(Vec<Child>);
 
 impl Children {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Child> {
         self.0.iter()
     }

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::Options;
 use crate::api::{Runner, RunnerSpec, condition};
+use crate::client::children::{self, Children};
 use crate::error::{Error, Result};
 use crate::ownership::{Ownership, ownership};
 
@@ -40,10 +41,10 @@ pub fn all() -> Vec<Step> {
     vec![
         Step { name: "create a Runner and wait until Ready", run: |c| Box::pin(create_and_ready(c)) },
         Step {
-            name: "children controlled by the Runner; Service has a ClusterIP",
+            name: "every wanted child controlled by the Runner; Service has a ClusterIP",
             run: |c| Box::pin(children_owned(c)),
         },
-        Step { name: "scale 1 -> 3 -> 2", run: |c| Box::pin(scale(c)) },
+        Step { name: "scale 1 -> 3 -> 2; a PodDisruptionBudget from 2", run: |c| Box::pin(scale(c)) },
         Step { name: "delete the Deployment; it comes back", run: |c| Box::pin(self_heal(c)) },
         Step { name: "change the image; it rolls out", run: |c| Box::pin(rollout(c)) },
         Step {
@@ -94,7 +95,7 @@ async fn wait_available(c: &Ctx, name: &str, replicas: i32) -> Runner {
 }
 
 async fn create_and_ready(c: &Ctx) -> Result<String> {
-    let spec = RunnerSpec { image: c.opts.image.clone(), replicas: 1, port: 80, host: None };
+    let spec = RunnerSpec::new(c.opts.image.clone());
     runners(c)
         .create(&PostParams::default(), &Runner::new(WEB, spec))
         .await
@@ -103,17 +104,31 @@ async fn create_and_ready(c: &Ctx) -> Result<String> {
     Ok(r.status.and_then(|s| s.message).unwrap_or_default())
 }
 
-async fn children_owned(c: &Ctx) -> Result<String> {
+/// Every child kind the Runner's spec wants exists and is the Runner's;
+/// no other kind is there. Returns the Runner's UID and its children.
+async fn wanted_children(c: &Ctx) -> Result<(String, Children)> {
     let r = runners(c).get(WEB).await.map_err(|e| Error::api("get", "Runner", &c.ns, WEB, e))?;
     let uid = r.uid().unwrap_or_default();
-    let d =
-        ns_api::<Deployment>(c).get(WEB).await.map_err(|e| Error::api("get", "Deployment", &c.ns, WEB, e))?;
-    let s = ns_api::<Service>(c).get(WEB).await.map_err(|e| Error::api("get", "Service", &c.ns, WEB, e))?;
-    if ownership(&d.metadata, &uid) != Ownership::Ours || ownership(&s.metadata, &uid) != Ownership::Ours {
-        return Err(Error::StepFailed(format!(
-            "Deployment or Service is not controlled by Runner UID {uid}"
-        )));
+    let found = children::fetch(&c.client, &c.ns, WEB).await?;
+    for kind in crate::kinds::all() {
+        let ours = found.get(kind.kind()).is_some_and(|o| ownership(&o.metadata, &uid) == Ownership::Ours);
+        let gone = found.get(kind.kind()).is_none_or(|o| o.metadata.deletion_timestamp.is_some());
+        if kind.wanted(&r) && !ours {
+            return Err(Error::StepFailed(format!(
+                "{} {WEB} is not controlled by Runner UID {uid}",
+                kind.kind()
+            )));
+        }
+        if !kind.wanted(&r) && !gone {
+            return Err(Error::StepFailed(format!("{} {WEB} exists, the spec wants none", kind.kind())));
+        }
     }
+    Ok((uid, found))
+}
+
+async fn children_owned(c: &Ctx) -> Result<String> {
+    let (uid, _) = wanted_children(c).await?;
+    let s = ns_api::<Service>(c).get(WEB).await.map_err(|e| Error::api("get", "Service", &c.ns, WEB, e))?;
     let ip = s.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
     if ip.is_empty() || ip == "None" {
         return Err(Error::StepFailed("the Service has no ClusterIP".into()));
@@ -128,8 +143,10 @@ async fn scale(c: &Ctx) -> Result<String> {
             .await
             .map_err(|e| Error::api("scale", "Runner", &c.ns, WEB, e))?;
         wait_available(c, WEB, n).await;
+        // The manager writes the children before the status says Ready.
+        wanted_children(c).await?;
     }
-    Ok("2/2 ready".into())
+    Ok("2/2 ready, with its PodDisruptionBudget".into())
 }
 
 async fn self_heal(c: &Ctx) -> Result<String> {
@@ -176,7 +193,7 @@ async fn foreign(c: &Ctx) -> Result<String> {
         .create(&PostParams::default(), &squatter)
         .await
         .map_err(|e| Error::api("create", "Deployment", &c.ns, SQUAT, e))?;
-    let spec = RunnerSpec { image: c.opts.image.clone(), replicas: 1, port: 80, host: None };
+    let spec = RunnerSpec::new(c.opts.image.clone());
     let api = runners(c);
     api.create(&PostParams::default(), &Runner::new(SQUAT, spec))
         .await
@@ -215,18 +232,16 @@ async fn delete(c: &Ctx) -> Result<String> {
     api.delete(WEB, &DeleteParams::default())
         .await
         .map_err(|e| Error::api("delete", "Runner", &c.ns, WEB, e))?;
-    let (deps, svcs) = (ns_api::<Deployment>(c), ns_api::<Service>(c));
     until(|| {
-        let (api, deps, svcs) = (api.clone(), deps.clone(), svcs.clone());
+        let api = api.clone();
         async move {
             let gone = api.get_opt(WEB).await.ok()?.is_none()
-                && deps.get_opt(WEB).await.ok()?.is_none()
-                && svcs.get_opt(WEB).await.ok()?.is_none();
+                && children::fetch(&c.client, &c.ns, WEB).await.ok()?.is_empty();
             gone.then_some(())
         }
     })
     .await;
-    Ok("Runner, Deployment and Service gone".into())
+    Ok("the Runner and every child gone".into())
 }
 
 /// Writes Events, Runners, Deployments and Pods of the namespace as YAML to
