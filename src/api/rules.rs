@@ -31,14 +31,51 @@ pub const IPV4_PATTERN: &str = r"^(0*(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9
 /// Longest image reference. Real ones are far shorter; the bound keeps one
 /// tenant's Runners from making a list page larger than the manager's memory.
 pub const MAX_IMAGE_LEN: usize = 512;
-/// ASCII whitespace (RE2's `\s` plus vertical tab): never part of an image
-/// reference, and a kubelet cannot pull one that has it.
-pub const WHITESPACE_PATTERN: &str = r"[ \t\n\v\f\r]";
+
+/// One path component of an image's repository: lowercase letters and
+/// digits, joined by one of the distribution grammar's separators.
+macro_rules! path_component {
+    () => {
+        r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    };
+}
+
+/// One label of a registry host name (any case, as the grammar allows).
+macro_rules! domain_component {
+    () => {
+        r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+    };
+}
+
+/// An image reference, per the distribution reference grammar
+/// (`github.com/distribution/reference`): an optional registry host (a DNS
+/// name or a bracketed IPv6 address, with an optional `:port`) as the first
+/// component, then lowercase path components separated by `/`, an optional
+/// `:tag` (`[\w][\w.-]{0,127}`, spelt out in ASCII) and an optional
+/// `@sha256:` digest of 64 lowercase hex digits. The one pattern the CEL rule
+/// and the CLI both use; it has no whitespace and no control character, so
+/// nothing that reaches a terminal raw can be an image.
+pub const IMAGE_PATTERN: &str = concat!(
+    r"^(?:(?:",
+    domain_component!(),
+    r"(?:\.",
+    domain_component!(),
+    r")*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?/)?",
+    path_component!(),
+    "(?:/",
+    path_component!(),
+    ")*",
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
+    r"(?:@sha256:[a-f0-9]{64})?$",
+);
 
 /// Why a host is refused although it is a DNS-1123 subdomain.
 pub const HOST_NOT_IP: &str = "must be a DNS name, not an IP address";
-/// Why an image with whitespace is refused.
-pub const IMAGE_NO_WHITESPACE: &str = "must not contain whitespace";
+/// Why an image is refused: the grammar of [`IMAGE_PATTERN`] in words.
+pub const IMAGE_NOT_A_REFERENCE: &str = "must be an image reference [HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST]: \
+     PATH is lowercase letters and digits in components separated by '/', each component's parts joined by \
+     '.', '_', '__' or dashes; TAG is 1 to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'; \
+     DIGEST is 64 lowercase hex digits";
 
 /// The name rule in words, with its bound.
 pub fn name_rule() -> String {
@@ -72,9 +109,18 @@ pub fn host_cel() -> Rule {
     Rule::new(format!("!self.matches(r'{IPV4_PATTERN}')")).message(HOST_NOT_IP)
 }
 
-/// CEL rule on `spec.image`; the schema's `maxLength` bounds its size.
+/// CEL rule on `spec.image`; the schema's `maxLength` bounds its size. An
+/// image that does not change passes (`optionalOldSelf`, so the rule still
+/// runs on create): a Runner admitted before this rule existed can still be
+/// scaled, labelled and lose its finalizer; only a new image must be a
+/// reference. Kubernetes 1.30+ ratchets unchanged values by itself
+/// (CRD validation ratcheting); the clause states it in the CRD, for a
+/// cluster that turned ratcheting off. The apiserver names the field
+/// (`spec.image: Invalid value`).
 pub fn image_cel() -> Rule {
-    Rule::new(format!("!self.matches(r'{WHITESPACE_PATTERN}')")).message(IMAGE_NO_WHITESPACE)
+    Rule::new(format!("(oldSelf.hasValue() && oldSelf.value() == self) || self.matches(r'{IMAGE_PATTERN}')"))
+        .optional_old_self(true)
+        .message(IMAGE_NOT_A_REFERENCE)
 }
 
 fn compiled(pattern: &'static str) -> Regex {
@@ -85,7 +131,7 @@ fn compiled(pattern: &'static str) -> Regex {
 static NAME_RE: LazyLock<Regex> = LazyLock::new(|| compiled(NAME_PATTERN));
 static HOST_RE: LazyLock<Regex> = LazyLock::new(|| compiled(HOST_PATTERN));
 static IPV4_RE: LazyLock<Regex> = LazyLock::new(|| compiled(IPV4_PATTERN));
-static WHITESPACE_RE: LazyLock<Regex> = LazyLock::new(|| compiled(WHITESPACE_PATTERN));
+static IMAGE_RE: LazyLock<Regex> = LazyLock::new(|| compiled(IMAGE_PATTERN));
 
 /// The name check [`name_cel`] makes, with the value and the rule named.
 pub fn check_name(name: &str) -> Result<(), String> {
@@ -109,14 +155,15 @@ pub fn check_host(host: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The image checks of the schema: 1..=[`MAX_IMAGE_LEN`] characters, no whitespace.
+/// The image checks of the schema: 1..=[`MAX_IMAGE_LEN`] characters, an
+/// image reference ([`IMAGE_PATTERN`]).
 pub fn check_image(image: &str) -> Result<(), String> {
     let len = image.chars().count();
     if !(1..=MAX_IMAGE_LEN).contains(&len) {
         return Err(format!("spec.image: {len} characters is out of range; allowed 1..={MAX_IMAGE_LEN}"));
     }
-    if WHITESPACE_RE.is_match(image) {
-        return Err(format!("spec.image: {image:?} {IMAGE_NO_WHITESPACE} (space, tab or line break)"));
+    if !IMAGE_RE.is_match(image) {
+        return Err(format!("spec.image: {image:?} {IMAGE_NOT_A_REFERENCE}"));
     }
     Ok(())
 }
@@ -163,17 +210,62 @@ mod tests {
     }
 
     #[test]
-    fn images_are_1_to_512_characters_without_whitespace() {
-        for ok in ["nginx", "nginx:1.27", "ghcr.io/a/b@sha256:00", &"a".repeat(MAX_IMAGE_LEN)] {
-            assert_eq!(check_image(ok), Ok(()), "{ok}");
+    fn images_are_references_of_1_to_512_characters() {
+        let digest = "a".repeat(64);
+        let ok = [
+            "nginx".to_string(),
+            "nginx:1.27".into(),
+            "library/nginx:latest".into(),
+            "localhost:5000/a/b:t".into(),
+            "localhost/kubectl-runner/busybox-httpd:2".into(),
+            "Registry.example.com:443/team/web".into(),
+            "[::1]:5000/web:v1".into(),
+            "a_b__c.d-e---f".into(),
+            "web:_x".into(),
+            format!("web:{}", "T".repeat(128)),
+            format!("a/b@sha256:{digest}"),
+            format!("ghcr.io/a/b:1.0@sha256:{digest}"),
+            "a".repeat(MAX_IMAGE_LEN),
+        ];
+        for image in &ok {
+            assert_eq!(check_image(image), Ok(()), "{image}");
         }
-        for long in ["", &"a".repeat(MAX_IMAGE_LEN + 1)] {
-            let err = check_image(long).unwrap_err();
+        let not_references = [
+            "Nginx".to_string(),
+            "a//b".into(),
+            ":tag".into(),
+            "nginx:".into(),
+            "nginx:.1".into(),
+            "nginx:-1".into(),
+            format!("web:{}", "t".repeat(129)),
+            "/nginx".into(),
+            "nginx/".into(),
+            "a/B".into(),
+            "a-/b".into(),
+            "a___b".into(),
+            "web.".into(),
+            "a/b@sha256:00".into(),
+            format!("a/b@sha256:{}", "A".repeat(64)),
+            format!("a/b@sha512:{digest}"),
+            format!("a/b@{digest}"),
+            "nginx 1.27".into(),
+            " nginx".into(),
+            "nginx\t".into(),
+            "ng\ninx".into(),
+            "nginx\u{1b}]0;PWNED\u{7}\u{1b}[31m:1".into(),
+            "nginx:1\u{9b}31m".into(),
+            "nginx\u{202e}".into(),
+        ];
+        for image in &not_references {
+            let err = check_image(image).unwrap_err();
+            assert!(
+                err.starts_with("spec.image: ") && err.contains(IMAGE_NOT_A_REFERENCE),
+                "{image:?}: {err}"
+            );
+        }
+        for bad_length in ["", &"a".repeat(MAX_IMAGE_LEN + 1)] {
+            let err = check_image(bad_length).unwrap_err();
             assert!(err.starts_with("spec.image: ") && err.contains("1..=512"), "{err}");
-        }
-        for ws in ["nginx 1.27", " nginx", "nginx\t", "ng\ninx", "nginx\r", "a\u{b}b", "a\u{c}b"] {
-            let err = check_image(ws).unwrap_err();
-            assert!(err.starts_with("spec.image: ") && err.contains(IMAGE_NO_WHITESPACE), "{err}");
         }
     }
 
@@ -182,8 +274,8 @@ mod tests {
         assert!(name_cel().rule.contains(&format!("r'{NAME_PATTERN}'")));
         assert!(name_cel().rule.contains(&format!("<= {MAX_NAME_LEN}")));
         assert!(host_cel().rule.contains(&format!("r'{IPV4_PATTERN}'")));
-        assert!(image_cel().rule.contains(&format!("r'{WHITESPACE_PATTERN}'")));
-        for p in [NAME_PATTERN, HOST_PATTERN, IPV4_PATTERN, WHITESPACE_PATTERN] {
+        assert!(image_cel().rule.contains(&format!("r'{IMAGE_PATTERN}'")));
+        for p in [NAME_PATTERN, HOST_PATTERN, IPV4_PATTERN, IMAGE_PATTERN] {
             assert!(!p.contains('\''), "a quote would end the CEL raw string: {p}");
         }
     }
@@ -193,5 +285,12 @@ mod tests {
         let r = name_cel();
         assert_eq!(r.optional_old_self, Some(true));
         assert!(r.rule.starts_with("oldSelf.hasValue() || "), "{}", r.rule);
+    }
+
+    #[test]
+    fn the_image_rule_lets_an_unchanged_image_through() {
+        let r = image_cel();
+        assert_eq!(r.optional_old_self, Some(true));
+        assert!(r.rule.starts_with("(oldSelf.hasValue() && oldSelf.value() == self) || "), "{}", r.rule);
     }
 }

@@ -92,20 +92,7 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
 
 pub use crate::api::is_ready;
 
-/// A short progress line from a Runner's status.
-pub fn progress_line(r: &Runner) -> String {
-    match &r.status {
-        None => format!("waiting for the manager to pick up {}", r.name_any()),
-        Some(st) => format!(
-            "{}: {} {}/{} ready{}",
-            r.name_any(),
-            st.phase,
-            st.ready_replicas,
-            r.spec.replicas,
-            st.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default()
-        ),
-    }
-}
+pub use super::output::progress_line;
 
 /// Polls until [`is_ready`] or `timeout`. `on_change` sees each new state
 /// (the CLI feeds a spinner; `e2e` can log). On timeout the error names the

@@ -164,16 +164,14 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
             eprintln!("--fix: nothing to fix (no Runner is stuck Terminating with its children gone)");
         }
         for c in &candidates {
-            eprintln!("Runner {}/{} is stuck Terminating; its children are gone.", c.namespace, c.name);
-            eprintln!("  The promise: {}.", c.promise);
-            let question =
-                format!("Remove {} from Runner {}/{}?", crate::api::FINALIZER, c.namespace, c.name);
+            eprint!("{}", output::diagnose::stuck(&c.namespace, &c.name, &c.promise));
+            let question = output::diagnose::fix_question(crate::api::FINALIZER, &c.namespace, &c.name);
             if !confirmed(a.yes, &question)? {
                 refused = true;
                 continue;
             }
             fix::remove_finalizer(&ctx.client, c).await?;
-            eprintln!("  removed {} from Runner {}/{}", crate::api::FINALIZER, c.namespace, c.name);
+            eprint!("{}", output::diagnose::removed(crate::api::FINALIZER, &c.namespace, &c.name));
         }
         if !candidates.is_empty() {
             report =

@@ -74,7 +74,7 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         .apiserver_version()
         .await
         .map_err(|e| Error::ClusterUnreachable(crate::error::describe_kube(&e)))?;
-    eprintln!("e2e on context {context:?} (Kubernetes {}.{})", version.major, version.minor);
+    eprint!("{}", output::e2e::banner(&context, &version.major, &version.minor));
     let opts = Options {
         use_running_manager: a.use_running_manager,
         keep: a.keep,

@@ -5,6 +5,11 @@
 //! Every function here is pure (data and the current time in, a `String`
 //! out) except [`emit`], which writes to stdout and treats a closed pipe
 //! (`kubectl runner get | head -1`) as success.
+//!
+//! Text for humans shows cluster data through [`Safe`] ([`safe`]): table
+//! cells and `describe` values are `Safe`, so their control characters are
+//! escaped, never raw. JSON and YAML are the exact data (their encoders
+//! escape control characters in their own syntax).
 
 use std::io::Write;
 
@@ -22,7 +27,9 @@ use crate::error::{Error, Result};
 pub mod describe;
 pub mod diagnose;
 pub mod e2e;
+pub mod safe;
 pub use describe::{describe, event_time};
+pub use safe::Safe;
 
 /// Writes `text` to stdout. A broken pipe is success: the reader had enough.
 pub fn emit(text: &str) -> Result<()> {
@@ -40,23 +47,28 @@ pub fn emit(text: &str) -> Result<()> {
 /// would repeat as a debug dump.
 pub fn error(e: &Error) -> String {
     let mut out = match e {
-        Error::Invalid(msg) => return format!("error: {msg}\n"),
-        e => format!("error: {e}\n"),
+        Error::Invalid(msg) => return format!("error: {}\n", Safe::new(msg)),
+        e => format!("error: {}\n", Safe::new(e.to_string())),
     };
     if matches!(e, Error::Api { .. }) {
         return out;
     }
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        out += &format!("  caused by: {s}\n");
+        out += &format!("  caused by: {}\n", Safe::new(s.to_string()));
         src = s.source();
     }
     out
 }
 
+/// A `warning: ...` line for stderr.
+pub fn warning(text: &str) -> String {
+    format!("warning: {}\n", Safe::new(text))
+}
+
 /// `runner.lab.cloudlab.training/NAME`, what kubectl prints for `-o name`.
 pub fn resource_name(name: &str) -> String {
-    format!("runner.{GROUP}/{name}")
+    format!("runner.{GROUP}/{}", Safe::new(name))
 }
 
 /// `runner.lab.cloudlab.training/web created`, with ` (server dry run)` etc.
@@ -127,13 +139,14 @@ pub struct TableOpts {
 /// The `kubectl get`-style table. `children` is consulted only when wide.
 pub fn runner_table(runners: &[Runner], opts: TableOpts, children: &ChildIndex, now: Timestamp) -> String {
     let rows = runners.iter().map(|r| runner_cells(r, opts, children, now));
-    table(opts.header.then(|| header_cells(opts)), rows)
+    let header = header_cells(opts);
+    table(opts.header.then_some(header.as_slice()), rows)
 }
 
 /// Children by (namespace, name), as `children::index` returns them.
 pub type ChildIndex = std::collections::BTreeMap<(String, String), Children>;
 
-fn header_cells(opts: TableOpts) -> Vec<String> {
+fn header_cells(opts: TableOpts) -> Vec<&'static str> {
     let mut header = vec!["NAME", "IMAGE", "REPLICAS", "READY", "PHASE", "URL", "AGE"];
     if opts.namespace_column {
         header.insert(0, "NAMESPACE");
@@ -141,34 +154,38 @@ fn header_cells(opts: TableOpts) -> Vec<String> {
     if opts.wide {
         header.extend(["CHILDREN", "REASON"]);
     }
-    header.into_iter().map(String::from).collect()
+    header
 }
 
-fn runner_cells(r: &Runner, opts: TableOpts, children: &ChildIndex, now: Timestamp) -> Vec<String> {
+fn runner_cells(r: &Runner, opts: TableOpts, children: &ChildIndex, now: Timestamp) -> Vec<Safe> {
     let status = r.status.clone().unwrap_or_default();
-    let mut row = vec![
-        r.name_any(),
-        r.spec.image.clone(),
-        r.spec.replicas.to_string(),
-        format!("{}/{}", status.ready_replicas, r.spec.replicas),
-        if r.metadata.deletion_timestamp.is_some() { "Terminating".into() } else { status.phase.to_string() },
-        status.url.clone().unwrap_or_else(|| "<none>".into()),
-        age_of(r.metadata.creation_timestamp.as_ref().map(|t| &t.0), now),
+    let mut row: Vec<Safe> = vec![
+        r.name_any().into(),
+        Safe::new(&r.spec.image),
+        r.spec.replicas.to_string().into(),
+        format!("{}/{}", status.ready_replicas, r.spec.replicas).into(),
+        if r.metadata.deletion_timestamp.is_some() {
+            "Terminating".into()
+        } else {
+            status.phase.to_string().into()
+        },
+        status.url.as_deref().unwrap_or("<none>").into(),
+        age_of(r.metadata.creation_timestamp.as_ref().map(|t| &t.0), now).into(),
     ];
     if opts.namespace_column {
-        row.insert(0, r.namespace().unwrap_or_default());
+        row.insert(0, r.namespace().unwrap_or_default().into());
     }
     if opts.wide {
         let key = (r.namespace().unwrap_or_default(), r.name_any());
         let c = children.get(&key).cloned().unwrap_or_default();
-        row.push(child_summary::short(r, &c));
+        row.push(child_summary::short(r, &c).into());
         let reason = status
             .conditions
             .iter()
             .find(|c| c.type_ == condition::READY)
             .map(|c| c.reason.clone())
             .filter(|r| !r.is_empty());
-        row.push(reason.unwrap_or_else(|| "<none>".into()));
+        row.push(reason.unwrap_or_else(|| "<none>".into()).into());
     }
     row
 }
@@ -185,23 +202,23 @@ pub struct WatchTable {
 impl WatchTable {
     pub fn new(initial: &[Runner], opts: TableOpts, children: &ChildIndex, now: Timestamp) -> WatchTable {
         let mut w = WatchTable { opts, widths: Vec::new() };
-        w.grow(&header_cells(opts));
+        w.grow(&header_cells(opts).into_iter().map(Safe::new).collect::<Vec<_>>());
         for r in initial {
             w.grow(&runner_cells(r, opts, children, now));
         }
         w
     }
 
-    fn grow(&mut self, cells: &[String]) {
+    fn grow(&mut self, cells: &[Safe]) {
         self.widths.resize(self.widths.len().max(cells.len()), 0);
         for (w, c) in self.widths.iter_mut().zip(cells) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(c.as_str().chars().count());
         }
     }
 
     /// The header line, for a watch that starts from an empty list.
     pub fn header(&mut self) -> String {
-        let cells = header_cells(self.opts);
+        let cells: Vec<Safe> = header_cells(self.opts).into_iter().map(Safe::new).collect();
         self.line(&cells)
     }
 
@@ -211,7 +228,7 @@ impl WatchTable {
         self.line(&cells)
     }
 
-    fn line(&mut self, cells: &[String]) -> String {
+    fn line(&mut self, cells: &[Safe]) -> String {
         self.grow(cells);
         let mut out = String::new();
         for (c, w) in cells.iter().zip(&self.widths) {
@@ -222,16 +239,17 @@ impl WatchTable {
 }
 
 /// A borderless table with kubectl's three-space gutters and no trailing
-/// spaces, so output diffs cleanly against `kubectl get`.
-pub fn table<S: ToString>(header: Option<Vec<S>>, rows: impl IntoIterator<Item = Vec<String>>) -> String {
+/// spaces, so output diffs cleanly against `kubectl get`. Cells are
+/// [`Safe`]: whatever the cluster wrote in them is escaped.
+pub fn table(header: Option<&[&str]>, rows: impl IntoIterator<Item = Vec<Safe>>) -> String {
     let mut t = Table::new();
     t.load_style(presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled);
     if let Some(h) = header {
-        t.set_header(h.into_iter().map(|c| Cell::new(c.to_string())));
+        t.set_header(h.iter().map(|c| Cell::new(Safe::new(c))));
     }
     let mut n = 0;
     for r in rows {
-        t.add_row(r);
+        t.add_row(r.into_iter().map(Cell::new));
         n += 1;
     }
     if n == 0 && t.header().is_none() {
@@ -252,7 +270,7 @@ pub fn table<S: ToString>(header: Option<Vec<S>>, rows: impl IntoIterator<Item =
 /// caller decides).
 pub fn no_resources(namespace: Option<&str>) -> String {
     match namespace {
-        Some(ns) => format!("No Runners found in {ns} namespace.\n"),
+        Some(ns) => format!("No Runners found in {} namespace.\n", Safe::new(ns)),
         None => "No Runners found.\n".into(),
     }
 }
@@ -306,7 +324,24 @@ pub fn yaml<T: Serialize>(v: &T) -> String {
 
 /// Lines for `install`: `Kind/name applied`.
 pub fn applied(described: &[String], verb: &str) -> String {
-    described.iter().map(|d| format!("{d} {verb}\n")).collect()
+    described.iter().map(|d| format!("{} {verb}\n", Safe::new(d))).collect()
+}
+
+/// A short progress line from a Runner's status, for a spinner and for
+/// `create --wait` and `scale --wait`: `web: Progressing 1/3 ready (...)`.
+pub fn progress_line(r: &Runner) -> String {
+    let line = match &r.status {
+        None => format!("waiting for the manager to pick up {}", r.name_any()),
+        Some(st) => format!(
+            "{}: {} {}/{} ready{}",
+            r.name_any(),
+            st.phase,
+            st.ready_replicas,
+            r.spec.replicas,
+            st.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default()
+        ),
+    };
+    Safe::from(line).into_string()
 }
 
 #[cfg(test)]

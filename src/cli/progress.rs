@@ -1,6 +1,9 @@
 //! Progress spinners and confirmation prompts, always on stderr so stdout
 //! carries only results (`-o json | jq` keeps working).
 //!
+//! Every message and question is [`Safe`]: a Runner's status message or
+//! name shown while waiting has its control characters escaped.
+//!
 //! A spinner draws only when stderr is a terminal and `NO_COLOR` is unset;
 //! otherwise its messages go to the log (`-v`). A prompt needs a terminal on
 //! both stdin and stderr; without one, destructive commands refuse unless the
@@ -13,6 +16,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::output::Safe;
 use crate::error::{Error, Result};
 
 /// Which of our streams a human is on.
@@ -50,13 +54,13 @@ pub struct Progress(Option<ProgressBar>);
 
 impl Progress {
     /// A spinner on stderr, when [`Terminal::can_draw`] says it may.
-    pub fn spinner(message: impl Into<String>) -> Progress {
+    pub fn spinner(message: impl Into<Safe>) -> Progress {
         Progress::on(message, Terminal::detect().can_draw(), ProgressDrawTarget::stderr())
     }
 
     /// A spinner drawing to `target` when `draw`, else only logging.
-    pub fn on(message: impl Into<String>, draw: bool, target: ProgressDrawTarget) -> Progress {
-        let message = message.into();
+    pub fn on(message: impl Into<Safe>, draw: bool, target: ProgressDrawTarget) -> Progress {
+        let message = message.into().into_string();
         tracing::info!("{message}");
         if !draw {
             return Progress(None);
@@ -72,8 +76,8 @@ impl Progress {
     }
 
     /// Replaces the message; logged at info level so `-v` shows it without a TTY.
-    pub fn set(&self, message: impl Into<String>) {
-        let message = message.into();
+    pub fn set(&self, message: impl Into<Safe>) {
+        let message = message.into().into_string();
         tracing::info!("{message}");
         if let Some(pb) = &self.0 {
             pb.set_message(message);
@@ -86,10 +90,11 @@ impl Progress {
     }
 
     /// Prints a line above the spinner (or on stderr without one).
-    pub fn println(&self, line: impl AsRef<str>) {
+    pub fn println(&self, line: impl Into<Safe>) {
+        let line = line.into();
         match &self.0 {
-            Some(pb) => pb.println(line),
-            None => eprintln!("{}", line.as_ref()),
+            Some(pb) => pb.println(line.as_str()),
+            None => eprintln!("{line}"),
         }
     }
 }
@@ -126,7 +131,7 @@ pub fn ask_on(question: &str, yes: bool, terminal: Terminal) -> Result<Answer> {
         return Ok(Answer::NoTerminal);
     }
     let answer = dialoguer::Confirm::with_theme(&dialoguer::theme::SimpleTheme)
-        .with_prompt(question)
+        .with_prompt(Safe::new(question).into_string())
         .default(false)
         .interact()
         .map_err(|e| Error::Prompt(e.to_string()))?;
@@ -177,6 +182,13 @@ mod tests {
         let silent = Progress::on("applying", PIPED.can_draw(), ProgressDrawTarget::hidden());
         silent.set("waiting for web");
         assert_eq!(silent.message(), None);
+    }
+
+    #[test]
+    fn a_spinner_message_from_the_cluster_is_escaped() {
+        let p = Progress::on("waiting for web", true, ProgressDrawTarget::hidden());
+        p.set("web: Progressing 0/1 ready (\u{1b}]0;PWNED\u{7})".to_string());
+        assert_eq!(p.message().as_deref(), Some("web: Progressing 0/1 ready (\\x1b]0;PWNED\\x07)"));
     }
 
     #[test]

@@ -205,7 +205,7 @@ pub async fn run_uninstall(g: &Globals, a: UninstallArgs) -> Result<u8> {
     if !runners.is_empty() {
         let _p = Progress::spinner(format!("deleting {} Runner(s)", runners.len()));
         for note in delete_all_runners(&ctx, a.timeout).await? {
-            eprintln!("warning: {note}");
+            eprint!("{}", output::warning(&note));
         }
         lines.extend(
             runners.iter().map(|r| format!("Runner {}/{}", r.namespace().unwrap_or_default(), r.name_any())),

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::{age_of, table};
+use super::{Safe, age_of, table};
 use crate::api::Runner;
 use crate::cli::child_summary::ChildSummary;
 
@@ -18,84 +18,99 @@ pub struct Description {
     pub events: Vec<Event>,
 }
 
+/// The text `describe` builds. Only literal lines, [`Safe`] values and
+/// rendered tables go in, so nothing from the cluster lands raw.
+struct Doc(String);
+
+impl Doc {
+    fn line(&mut self, text: &'static str) {
+        self.0.push_str(text);
+        self.0.push('\n');
+    }
+
+    /// `Key:` padded to 24 columns (after `indent` spaces), then the value.
+    fn kv(&mut self, indent: usize, key: &'static str, value: impl Into<Safe>) {
+        let label = format!("{:indent$}{key}:", "");
+        self.0.push_str(&format!("{label:<24}{}\n", value.into()));
+    }
+
+    /// A table indented by two spaces.
+    fn table(&mut self, header: &[&str], rows: impl IntoIterator<Item = Vec<Safe>>) {
+        for l in table(Some(header), rows).lines() {
+            self.0.push_str(&format!("  {l}\n"));
+        }
+    }
+}
+
 /// Renders every section; empty ones say `<none>` so the shape is stable.
 pub fn describe(d: &Description, now: Timestamp) -> String {
     let r = &d.runner;
     let st = r.status.clone().unwrap_or_default();
-    let mut o = String::new();
+    let mut o = Doc(String::new());
     let none = || "<none>".to_string();
-    let kv = |o: &mut String, indent: usize, k: &str, v: String| {
-        let label = format!("{:indent$}{k}:", "");
-        o.push_str(&format!("{label:<24}{v}\n"));
-    };
-    kv(&mut o, 0, "Name", r.name_any());
-    kv(&mut o, 0, "Namespace", r.namespace().unwrap_or_default());
-    kv(&mut o, 0, "Labels", map_or_none(r.metadata.labels.as_ref()));
+    o.kv(0, "Name", r.name_any());
+    o.kv(0, "Namespace", r.namespace().unwrap_or_default());
+    o.kv(0, "Labels", map_or_none(r.metadata.labels.as_ref()));
     let created = r.metadata.creation_timestamp.as_ref().map(|t| &t.0);
-    kv(
-        &mut o,
-        0,
-        "Created",
-        created.map(|t| format!("{t} ({} ago)", age_of(Some(t), now))).unwrap_or_else(none),
-    );
+    o.kv(0, "Created", created.map(|t| format!("{t} ({} ago)", age_of(Some(t), now))).unwrap_or_else(none));
     if let Some(t) = &r.metadata.deletion_timestamp {
-        kv(&mut o, 0, "Deleting since", format!("{} ({} ago)", t.0, age_of(Some(&t.0), now)));
+        o.kv(0, "Deleting since", format!("{} ({} ago)", t.0, age_of(Some(&t.0), now)));
     }
     let finalizers = r.metadata.finalizers.clone().unwrap_or_default().join(", ");
-    kv(&mut o, 0, "Finalizers", if finalizers.is_empty() { none() } else { finalizers });
-    o.push_str("Spec:\n");
-    kv(&mut o, 2, "Image", r.spec.image.clone());
-    kv(&mut o, 2, "Replicas", r.spec.replicas.to_string());
-    kv(&mut o, 2, "Port", r.spec.port.to_string());
-    kv(&mut o, 2, "Host", r.spec.host.clone().unwrap_or_else(none));
-    o.push_str("Status:\n");
+    o.kv(0, "Finalizers", if finalizers.is_empty() { none() } else { finalizers });
+    o.line("Spec:");
+    o.kv(2, "Image", &r.spec.image);
+    o.kv(2, "Replicas", r.spec.replicas.to_string());
+    o.kv(2, "Port", r.spec.port.to_string());
+    o.kv(2, "Host", r.spec.host.clone().unwrap_or_else(none));
+    o.line("Status:");
     if r.status.is_none() {
-        o.push_str("  <none> (no manager has reconciled this Runner yet; see `kubectl runner diagnose`)\n");
+        o.line("  <none> (no manager has reconciled this Runner yet; see `kubectl runner diagnose`)");
     } else {
-        kv(&mut o, 2, "Phase", st.phase.to_string());
-        kv(&mut o, 2, "Ready", format!("{}/{}", st.ready_replicas, r.spec.replicas));
-        kv(&mut o, 2, "URL", st.url.clone().unwrap_or_else(none));
-        kv(&mut o, 2, "Message", st.message.clone().unwrap_or_else(none));
+        o.kv(2, "Phase", st.phase.to_string());
+        o.kv(2, "Ready", format!("{}/{}", st.ready_replicas, r.spec.replicas));
+        o.kv(2, "URL", st.url.clone().unwrap_or_else(none));
+        o.kv(2, "Message", st.message.clone().unwrap_or_else(none));
         let generation = r.metadata.generation.map(|g| g.to_string()).unwrap_or_else(|| "?".into());
         let observed = st.observed_generation.map(|g| g.to_string()).unwrap_or_else(|| "<none>".into());
-        kv(&mut o, 2, "Observed generation", format!("{observed} (spec generation {generation})"));
+        o.kv(2, "Observed generation", format!("{observed} (spec generation {generation})"));
     }
-    o.push_str("Conditions:\n");
+    o.line("Conditions:");
     if st.conditions.is_empty() {
-        o.push_str("  <none>\n");
+        o.line("  <none>");
     } else {
         let rows = st.conditions.iter().map(|c| {
             vec![
-                c.type_.clone(),
-                c.status.clone(),
-                c.reason.clone(),
-                age_of(Some(&c.last_transition_time.0), now),
-                c.message.clone(),
+                Safe::new(&c.type_),
+                Safe::new(&c.status),
+                Safe::new(&c.reason),
+                age_of(Some(&c.last_transition_time.0), now).into(),
+                Safe::new(&c.message),
             ]
         });
-        o.push_str(&indent(&table(Some(vec!["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]), rows)));
+        o.table(&["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows);
     }
-    o.push_str("Children:\n");
+    o.line("Children:");
     let rows = d.children.iter().map(|c| {
         vec![
-            c.kind.to_string(),
-            c.name.clone(),
-            if c.owned { "yes".into() } else { "no".into() },
-            c.state.clone(),
+            c.kind.to_string().into(),
+            Safe::new(&c.name),
+            if c.owned { "yes" } else { "no" }.into(),
+            Safe::new(&c.state),
         ]
     });
-    o.push_str(&indent(&table(Some(vec!["KIND", "NAME", "OWNED", "STATE"]), rows)));
-    o.push_str("Events:\n");
+    o.table(&["KIND", "NAME", "OWNED", "STATE"], rows);
+    o.line("Events:");
     if d.events.is_empty() {
-        o.push_str("  <none>\n");
+        o.line("  <none>");
     } else {
         let rows = d.events.iter().map(|e| event_row(e, now));
-        o.push_str(&indent(&table(Some(vec!["TYPE", "REASON", "AGE", "FROM", "OBJECT", "MESSAGE"]), rows)));
+        o.table(&["TYPE", "REASON", "AGE", "FROM", "OBJECT", "MESSAGE"], rows);
     }
-    o
+    o.0
 }
 
-fn event_row(e: &Event, now: Timestamp) -> Vec<String> {
+fn event_row(e: &Event, now: Timestamp) -> Vec<Safe> {
     let count = e.count.filter(|c| *c > 1).map(|c| format!(" (x{c})")).unwrap_or_default();
     let from = e
         .reporting_component
@@ -105,12 +120,12 @@ fn event_row(e: &Event, now: Timestamp) -> Vec<String> {
         .unwrap_or_default();
     let obj = &e.involved_object;
     vec![
-        e.type_.clone().unwrap_or_default(),
-        e.reason.clone().unwrap_or_default(),
-        age_of(event_time(e).as_ref(), now) + &count,
-        from,
-        format!("{}/{}", obj.kind.clone().unwrap_or_default(), obj.name.clone().unwrap_or_default()),
-        e.message.clone().unwrap_or_default().trim().replace('\n', " "),
+        e.type_.clone().unwrap_or_default().into(),
+        e.reason.clone().unwrap_or_default().into(),
+        (age_of(event_time(e).as_ref(), now) + &count).into(),
+        from.into(),
+        format!("{}/{}", obj.kind.clone().unwrap_or_default(), obj.name.clone().unwrap_or_default()).into(),
+        e.message.clone().unwrap_or_default().trim().replace('\n', " ").into(),
     ]
 }
 
@@ -123,10 +138,6 @@ pub fn event_time(e: &Event) -> Option<Timestamp> {
         .or_else(|| e.event_time.as_ref().map(|t| t.0))
         .or_else(|| e.first_timestamp.as_ref().map(|t| t.0))
         .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))
-}
-
-fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("  {l}\n")).collect()
 }
 
 fn map_or_none(m: Option<&std::collections::BTreeMap<String, String>>) -> String {

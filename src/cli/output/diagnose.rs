@@ -2,6 +2,7 @@
 //! object with a one-line summary, or the stable JSON documented in
 //! [`crate::diagnose::report`].
 
+use super::Safe;
 use crate::diagnose::finding::{Finding, ObjectRef};
 use crate::diagnose::report::Report;
 
@@ -25,9 +26,9 @@ pub fn json(report: &Report) -> String {
 pub fn summary_line(report: &Report) -> String {
     let s = &report.summary;
     let where_ = match (&report.scope.name, report.scope.namespaces.as_slice()) {
-        (Some(n), [ns]) => format!("Runner {ns}/{n}"),
+        (Some(n), [ns]) => format!("Runner {}/{}", Safe::new(ns), Safe::new(n)),
         (_, []) => format!("{} in all namespaces", plural(s.runners, "Runner")),
-        (_, nss) => format!("{} in {}", plural(s.runners, "Runner"), nss.join(", ")),
+        (_, nss) => format!("{} in {}", plural(s.runners, "Runner"), Safe::new(nss.join(", "))),
     };
     let notes = if s.info > 0 { format!(" ({})", plural(s.info, "note")) } else { String::new() };
     if s.errors == 0 && s.warnings == 0 {
@@ -53,25 +54,39 @@ fn findings_table(findings: &[Finding]) -> String {
     let mut rows = vec![];
     for obj in order {
         for (i, f) in findings.iter().filter(|f| &f.object == obj).enumerate() {
-            let object = if i == 0 { obj.display() } else { String::new() };
-            rows.push(vec![object, f.severity.as_str().to_string(), f.code.as_str().to_string(), detail(f)]);
+            let object = if i == 0 { Safe::new(obj.display()) } else { Safe::default() };
+            rows.push(vec![object, f.severity.as_str().into(), f.code.as_str().into(), detail(f)]);
         }
     }
-    super::table(Some(vec!["OBJECT", "SEVERITY", "CHECK", "FINDING"]), rows)
+    super::table(Some(&["OBJECT", "SEVERITY", "CHECK", "FINDING"]), rows)
 }
 
 /// The FINDING cell: the message, then evidence and fix, one per line.
-fn detail(f: &Finding) -> String {
-    let mut s = f.message.clone();
-    for e in &f.evidence {
-        s.push_str("\n- ");
-        s.push_str(e);
-    }
-    if let Some(fix) = &f.fix {
-        s.push_str("\nfix: ");
-        s.push_str(fix);
-    }
-    s
+/// Each part is escaped on its own: the line breaks between them are the
+/// only raw ones.
+fn detail(f: &Finding) -> Safe {
+    let evidence = f.evidence.iter().map(|e| Safe::new(format!("- {e}")));
+    let fix = f.fix.iter().map(|fix| Safe::new(format!("fix: {fix}")));
+    Safe::lines(std::iter::once(Safe::new(&f.message)).chain(evidence).chain(fix))
+}
+
+/// What `diagnose --fix` says about a Runner stuck Terminating, before it
+/// asks (stderr).
+pub fn stuck(namespace: &str, name: &str, promise: &str) -> String {
+    let (namespace, name, promise) = (Safe::new(namespace), Safe::new(name), Safe::new(promise));
+    format!(
+        "Runner {namespace}/{name} is stuck Terminating; its children are gone.\n  The promise: {promise}.\n"
+    )
+}
+
+/// The question `diagnose --fix` asks before removing `finalizer`.
+pub fn fix_question(finalizer: &str, namespace: &str, name: &str) -> String {
+    format!("Remove {finalizer} from Runner {}/{}?", Safe::new(namespace), Safe::new(name))
+}
+
+/// What `diagnose --fix` says once it removed `finalizer`.
+pub fn removed(finalizer: &str, namespace: &str, name: &str) -> String {
+    format!("  removed {finalizer} from Runner {}/{}\n", Safe::new(namespace), Safe::new(name))
 }
 
 #[cfg(test)]
@@ -123,6 +138,18 @@ mod tests {
         assert_eq!(lines[1].find("Service app/web is missing"), Some(column), "{out}");
         assert_eq!(lines[2].find("- manager absent"), Some(column), "{out}");
         assert_eq!(lines[3].find("fix: kubectl runner run-manager"), Some(column), "{out}");
+    }
+
+    #[test]
+    fn cluster_text_in_a_finding_is_escaped_part_by_part() {
+        let obj = ObjectRef::new("Pod", "app", "web-1");
+        let f = Finding::error(Code::ChildMissing, obj, "pod says \u{1b}]0;x\u{7}")
+            .evidence("line\nbreak\u{9b}")
+            .fix("run \u{202e}this");
+        let out = table(&Report::new(&scope(), 1, vec![f]));
+        let column = out.lines().next().unwrap().find("FINDING").unwrap();
+        let cells: Vec<&str> = out.lines().skip(1).take(3).map(|l| &l[column..]).collect();
+        assert_eq!(cells, ["pod says \\x1b]0;x\\x07", "- line\\nbreak\\u{9b}", "fix: run \\u{202e}this"]);
     }
 
     #[test]

@@ -3,14 +3,21 @@
 //! `namespace`, `installedCrd`, `kept`, `interrupted`, `seconds`,
 //! `artifacts`, `passed`, `steps[].{name, ok, seconds, detail}`.
 
+use super::Safe;
 use crate::e2e::{Report, StepResult};
+
+/// The first line, on stderr: where the run goes (the version is the
+/// server's word, so it is escaped like any cluster data).
+pub fn banner(context: &str, major: &str, minor: &str) -> String {
+    format!("e2e on context {context:?} (Kubernetes {}.{})\n", Safe::new(major), Safe::new(minor))
+}
 
 /// One progress line per step: "  ok    12.3s  scale 1 -> 3 -> 2".
 pub fn step_line(s: &StepResult) -> String {
     let mark = if s.ok { "ok  " } else { "FAIL" };
-    let mut line = format!("  {mark} {:>6.1}s  {}", s.seconds, s.name);
+    let mut line = format!("  {mark} {:>6.1}s  {}", s.seconds, Safe::new(&s.name));
     if !s.detail.is_empty() {
-        line.push_str(&format!(": {}", s.detail));
+        line.push_str(&format!(": {}", Safe::new(&s.detail)));
     }
     line
 }
@@ -29,10 +36,10 @@ pub fn summary(r: &Report) -> String {
         "e2e {verdict}: {ok}/{} steps in {:.1} s (namespace {})",
         r.steps.len(),
         r.seconds,
-        r.namespace
+        Safe::new(&r.namespace)
     );
     if let Some(dir) = &r.artifacts {
-        s.push_str(&format!("; artifacts in {dir}"));
+        s.push_str(&format!("; artifacts in {}", Safe::new(dir)));
     }
     s + "\n"
 }
@@ -77,5 +84,12 @@ mod tests {
         let r = report(&[true, false]);
         assert_eq!(step_line(&r.steps[0]), "  ok      1.0s  s0");
         assert_eq!(step_line(&r.steps[1]), "  FAIL    1.0s  s1: timed out");
+    }
+
+    #[test]
+    fn a_step_detail_from_the_cluster_is_escaped() {
+        let mut r = report(&[false]);
+        r.steps[0].detail = "pod says \u{1b}[2Jgone\nnext".into();
+        assert_eq!(step_line(&r.steps[0]), "  FAIL    1.0s  s0: pod says \\x1b[2Jgone\\nnext");
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use super::safe::escape;
 use super::*;
 use crate::cli::child_summary::ChildSummary;
 use crate::cli::output::describe::Description;
@@ -172,4 +173,112 @@ fn rows_streamed_by_watch_line_up_with_the_table_printed_first() {
     let header = first.lines().next().unwrap();
     assert_eq!(row.find("nginx"), header.find("IMAGE"), "{first}{row}");
     assert_eq!(row.find("Pending"), header.find("PHASE"), "{first}{row}");
+}
+
+/// An image written before admission refused it, as in the issue.
+const HOSTILE: &str = "nginx\u{1b}]0;PWNED\u{7}\u{1b}[31m:1";
+/// How every human-readable renderer shows it.
+const SHOWN: &str = "nginx\\x1b]0;PWNED\\x07\\x1b[31m:1";
+
+/// Control characters in rendered text other than the line breaks the
+/// renderer itself writes.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars().filter(|c| *c != '\n' && escape(&c.to_string()) != c.to_string()).collect()
+}
+
+fn hostile_runner() -> Runner {
+    let mut r = runner("ns", "web", available());
+    r.spec.image = HOSTILE.into();
+    let st = r.status.as_mut().unwrap();
+    st.message = Some("pulling \u{9b}2J\u{202e}evil".into());
+    st.url = Some("http://web\u{1b}[8m".into());
+    st.conditions[0].reason = "Bad\u{7f}Reason".into();
+    st.conditions[0].message = "two\nlines\r".into();
+    r
+}
+
+#[test]
+fn tables_show_control_characters_from_the_cluster_escaped() {
+    let rs = [hostile_runner()];
+    for opts in [
+        TableOpts { header: true, ..Default::default() },
+        TableOpts { header: true, wide: true, namespace_column: true },
+    ] {
+        let out = runner_table(&rs, opts, &BTreeMap::new(), now());
+        assert_eq!(raw_controls(&out), Vec::<char>::new(), "{out}");
+        assert!(out.contains(SHOWN) && out.contains("http://web\\x1b[8m"), "{out}");
+        let mut w = WatchTable::new(&rs, opts, &BTreeMap::new(), now());
+        let row = w.row(&rs[0], &BTreeMap::new(), now());
+        assert_eq!(raw_controls(&row), Vec::<char>::new(), "{row}");
+        assert!(row.contains(SHOWN), "{row}");
+    }
+    let wide = runner_table(
+        &rs,
+        TableOpts { header: true, wide: true, ..Default::default() },
+        &BTreeMap::new(),
+        now(),
+    );
+    assert!(wide.contains("Bad\\x7fReason"), "{wide}");
+}
+
+#[test]
+fn describe_shows_control_characters_from_the_cluster_escaped() {
+    let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": { "name": "e1" }, "type": "Warning", "reason": "Failed\u{1b}[5m",
+        "involvedObject": { "kind": "Runner", "name": "web" }, "reportingComponent": "someone\u{7}",
+        "message": "Failed to pull image \"nginx\u{1b}]0;PWNED\u{7}\": \u{9b}\u{202e}",
+        "lastTimestamp": "2024-01-01T00:59:00Z",
+    }))
+    .unwrap();
+    let child =
+        ChildSummary { kind: "Deployment", name: "web".into(), owned: true, state: "0/2 \u{1b}[2J".into() };
+    let d = Description { runner: hostile_runner(), children: vec![child], events: vec![event] };
+    let out = describe(&d, now());
+    assert_eq!(raw_controls(&out), Vec::<char>::new(), "{out}");
+    for want in [
+        &format!("  Image:                {SHOWN}\n"),
+        "  Message:              pulling \\u{9b}2J\\u{202e}evil\n",
+        "two\\nlines\\r",
+        "0/2 \\x1b[2J",
+        "Failed\\x1b[5m",
+        "someone\\x07",
+        "Failed to pull image \"nginx\\x1b]0;PWNED\\x07\": \\u{9b}\\u{202e}",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+}
+
+#[test]
+fn json_and_yaml_keep_the_exact_data() {
+    let r = hostile_runner();
+    let json = runners(std::slice::from_ref(&r), GetFormat::Json, true);
+    let yaml = runners(std::slice::from_ref(&r), GetFormat::Yaml, true);
+    let back =
+        [serde_json::from_str::<Runner>(&json).unwrap(), serde_yaml::from_str::<Runner>(&yaml).unwrap()];
+    for back in back {
+        assert_eq!(back.spec.image, HOSTILE);
+        assert_eq!(back.status, r.status);
+    }
+    // Each in its own syntax, as kubectl prints them.
+    assert!(json.contains(r#""image": "nginx\u001b]0;PWNED\u0007\u001b[31m:1""#), "{json}");
+    assert!(yaml.contains(r#"image: "nginx\e]0;PWNED\a\e[31m:1""#), "{yaml}");
+}
+
+#[test]
+fn error_lines_and_progress_lines_escape_what_the_cluster_said() {
+    let e = Error::Invalid(format!("spec.image: {HOSTILE}"));
+    assert_eq!(error(&e), format!("error: spec.image: {SHOWN}\n"));
+    let e = Error::WaitRunner {
+        namespace: "ns".into(),
+        name: "web".into(),
+        goal: "be Available",
+        after: std::time::Duration::from_secs(60),
+        last: progress_line(&hostile_runner()),
+        has_status: true,
+    };
+    let line = error(&e);
+    assert_eq!(raw_controls(&line), Vec::<char>::new(), "{line}");
+    assert!(line.contains("web: Available 2/2 ready (pulling \\u{9b}2J\\u{202e}evil)"), "{line}");
+    assert_eq!(warning("gone\u{1b}[1A"), "warning: gone\\x1b[1A\n");
+    assert_eq!(no_resources(Some("ns\u{7}")), "No Runners found in ns\\x07 namespace.\n");
 }
