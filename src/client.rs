@@ -1,7 +1,11 @@
 //! How every part of the project talks to the apiserver: one User-Agent
 //! (so audit logs and apiserver metrics name us), one way to scope an `Api`
 //! (typed or dynamic) to a namespace or to all of them, and the Runner reads
-//! every command shares ([`runners`]).
+//! every command shares ([`runners`]), one way to build a client with a
+//! per-request deadline ([`build`]), and the kinds a failed request falls
+//! into ([`failure`]).
+
+use std::time::Duration;
 
 use http::HeaderValue;
 use http::header::USER_AGENT;
@@ -9,6 +13,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource};
 
 pub mod children;
+pub mod failure;
 pub mod runners;
 
 /// `kubectl-runner/<version>`, sent on every request.
@@ -18,6 +23,20 @@ pub const USER_AGENT_VALUE: &str = concat!("kubectl-runner/", env!("CARGO_PKG_VE
 pub fn identify(config: &mut kube::Config) {
     config.headers.retain(|(name, _)| name != USER_AGENT);
     config.headers.push((USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE)));
+}
+
+/// A client for `config`. With `request_timeout`, each request fails with
+/// [`failure::Failure::TimedOut`] when no answer (its status line and
+/// headers) came within it, connecting and kube's retries included: a
+/// server that accepts and never answers costs that long, not forever. A
+/// watch answers at once and then streams, so `get -w` and `--wait` are not
+/// cut by it.
+pub fn build(config: kube::Config, request_timeout: Option<Duration>) -> Result<Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match request_timeout {
+        Some(t) => builder.with_layer(&tower::timeout::TimeoutLayer::new(t)).build(),
+        None => builder.build(),
+    })
 }
 
 /// An `Api` for one namespace, or for all of them when `ns` is `None`.

@@ -11,7 +11,7 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Invalid(String),
 
-    #[error("cannot {op} {kind} {namespace}/{name}: {source}", source = describe_kube(.source))]
+    #[error("cannot {op} {kind}{}: {source}", object(.namespace, .name), source = describe_kube(.source))]
     Api {
         /// The verb-phrase of the failed operation: "apply", "delete", "patch status of".
         op: &'static str,
@@ -231,6 +231,19 @@ pub fn describe_kube(e: &kube::Error) -> String {
     }
 }
 
+/// Which object(s) an [`Error::Api`] was about: ` NS/NAME`, ` NAME` (a
+/// cluster-scoped object), ` in namespace NS` or ` in all namespaces` (`*`)
+/// for a list, nothing for a review; never a stray `/`.
+fn object(namespace: &str, name: &str) -> String {
+    match (namespace, name) {
+        ("", "") => String::new(),
+        ("", name) => format!(" {name}"),
+        ("*", "") => " in all namespaces".into(),
+        (ns, "") => format!(" in namespace {ns}"),
+        (ns, name) => format!(" {ns}/{name}"),
+    }
+}
+
 /// True when `e` is an apiserver 404.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.is_not_found())
@@ -271,6 +284,22 @@ mod tests {
              no status was written: is the manager running?; run `kubectl runner diagnose web -n app`"
         );
         assert_eq!(e.metric_label(), "wait_runner_timeout");
+    }
+
+    #[test]
+    fn api_errors_name_the_object_or_the_list_without_a_stray_slash() {
+        let gone =
+            || kube::Error::Api(Box::new(kube::core::Status::failure("gone", "NotFound").with_code(404)));
+        let cases = [
+            (("get", "app", "web"), "cannot get Runner app/web: gone (NotFound, HTTP 404)"),
+            (("list", "app", ""), "cannot list Runner in namespace app: gone (NotFound, HTTP 404)"),
+            (("list", "*", ""), "cannot list Runner in all namespaces: gone (NotFound, HTTP 404)"),
+            (("get", "", "web"), "cannot get Runner web: gone (NotFound, HTTP 404)"),
+            (("create", "", ""), "cannot create Runner: gone (NotFound, HTTP 404)"),
+        ];
+        for ((op, ns, name), want) in cases {
+            assert_eq!(Error::api(op, "Runner", ns, name, gone()).to_string(), want);
+        }
     }
 
     #[test]

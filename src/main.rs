@@ -33,29 +33,37 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
+    let globals = cli.globals.clone();
     match rt.block_on(cli::run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprint!("{}", cli::output::error(&e));
+            eprint!("{}", cli::output::error(&e, &globals.endpoint()));
             ExitCode::from(exit::for_error(&e))
         }
     }
 }
 
 /// Logs go to stderr; `-v` raises the level; `RUST_LOG` overrides. The
-/// manager logs at info by default, the CLI only warns unless asked.
+/// manager logs at info by default. A CLI command logs only its own
+/// warnings unless asked: the libraries' lines (kube's "failed with error
+/// client error (Connect)") say less than the one error line the command
+/// ends with, and belong to `-v`. Colour only on a terminal without
+/// `NO_COLOR`, the rule the spinners follow.
 fn init_tracing(verbose: u8, command: &cli::Command) {
     use tracing_subscriber::EnvFilter;
     let default = match (verbose, command) {
         (0, cli::Command::RunManager(_)) => "info",
-        (0, _) => "warn",
+        (0, _) => "kubectl_runner=warn",
         (1, _) => "info",
         (2, _) => "debug",
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let json = matches!(command, cli::Command::RunManager(a) if a.log_format_json());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(cli::progress::Terminal::detect().can_draw());
     if json {
         builder.json().init();
     } else {

@@ -109,11 +109,10 @@ pub async fn whoami(client: &Client) -> Option<(String, Vec<String>)> {
     Some((user.username?, user.groups.unwrap_or_default()))
 }
 
-/// Turns `config` into one that acts as `sa`, after checking (with
-/// `config`'s own identity) that it may.
-pub async fn act_as(config: &mut kube::Config, sa: &ServiceAccountRef) -> Result<()> {
-    let own = Client::try_from(config.clone()).map_err(|e| Error::Kubeconfig(e.to_string()))?;
-    check_may_impersonate(&own, sa).await?;
+/// Turns `config` into one that acts as `sa`, after checking with `own`
+/// (a client built from `config` as it was) that it may.
+pub async fn act_as(own: &Client, config: &mut kube::Config, sa: &ServiceAccountRef) -> Result<()> {
+    check_may_impersonate(own, sa).await?;
     sa.impersonate(config);
     Ok(())
 }

@@ -208,7 +208,8 @@ async fn acting_as_a_service_account_needs_impersonate_and_says_so_before_starti
     // The test's admin may; acting as mgr, the apiserver sees mgr's user and
     // every group a token of it would carry.
     let mut cfg = kube::Config::infer().await.unwrap();
-    service_account::act_as(&mut cfg, &sa).await.expect("the admin may impersonate");
+    let own = kube::Client::try_from(cfg.clone()).unwrap();
+    service_account::act_as(&own, &mut cfg, &sa).await.expect("the admin may impersonate");
     let (user, groups) = service_account::whoami(&kube::Client::try_from(cfg).unwrap())
         .await
         .expect("SelfSubjectReview as the ServiceAccount");

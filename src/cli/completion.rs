@@ -171,13 +171,8 @@ pub async fn answer(words: &[String]) -> String {
     let candidates = match plan(words) {
         Plan::Fixed(c) => c,
         Plan::RunnerNames { namespace, prefix, exclude } => {
-            let g = super::Globals {
-                namespace,
-                all_namespaces: false,
-                context: flag_value(words, "--context"),
-                kubeconfig: flag_value(words, "--kubeconfig").map(Into::into),
-                verbose: 0,
-            };
+            let mut g = globals_on_line(words.split_last().map_or(&[][..], |(_, done)| done));
+            g.namespace = namespace;
             let names = async {
                 let ctx = g.connect().await.ok()?;
                 let rs = crate::client::runners::list(&ctx.client, Some(&ctx.namespace), None).await.ok()?;
@@ -206,13 +201,38 @@ pub fn main_complete(words: Vec<String>) -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-fn flag_value(words: &[String], flag: &str) -> Option<String> {
-    let eq = format!("{flag}=");
-    words.iter().enumerate().find_map(|(i, w)| match w.strip_prefix(&eq) {
-        Some(v) => Some(v.to_string()),
-        None if w == flag => words.get(i + 1).cloned(),
-        None => None,
-    })
+/// The global flags among `words` (`--context`, `--kubeconfig`, `--server`,
+/// `--token`, `--as`...), parsed as the command itself would parse them, so
+/// the Runner names come from the cluster and identity the line names.
+/// Words that are not global flags, and values that do not parse, are left out.
+fn globals_on_line(words: &[String]) -> super::Globals {
+    #[derive(clap::Parser)]
+    struct Only {
+        #[command(flatten)]
+        g: super::Globals,
+    }
+    let root = Cli::command();
+    let globals: Vec<clap::Arg> = root.get_arguments().filter(|a| a.is_global_set()).cloned().collect();
+    let mut kept = vec!["kubectl-runner".to_string()];
+    let mut words = words.iter();
+    while let Some(w) = words.next() {
+        let Some(flag) = w.strip_prefix('-') else { continue };
+        let name = flag.split_once('=').map_or(flag, |(n, _)| n);
+        let Some(arg) = globals.iter().find(|a| match name.strip_prefix('-') {
+            Some(long) => a.get_long() == Some(long),
+            None => name.chars().count() == 1 && a.get_short() == name.chars().next(),
+        }) else {
+            continue;
+        };
+        kept.push(w.clone());
+        if takes_value(arg) && !flag.contains('=') {
+            kept.extend(words.next().cloned());
+        }
+    }
+    match <Only as clap::Parser>::try_parse_from(&kept) {
+        Ok(only) => only.g,
+        Err(_) => <Only as clap::Parser>::parse_from(["kubectl-runner"]).g,
+    }
 }
 
 #[cfg(test)]
@@ -267,6 +287,57 @@ mod tests {
     fn delete_completes_more_names_but_not_ones_already_given() {
         let p = plan(&words(&["delete", "web", ""]));
         assert_eq!(p, Plan::RunnerNames { namespace: None, prefix: "".into(), exclude: vec!["web".into()] });
+    }
+
+    #[test]
+    fn a_dash_offers_kubectls_connection_flags_on_every_subcommand() {
+        let v = values(plan(&words(&["get", "--"])));
+        for flag in [
+            "--as",
+            "--as-group",
+            "--as-uid",
+            "--cluster",
+            "--user",
+            "--server",
+            "--token",
+            "--certificate-authority",
+            "--client-certificate",
+            "--client-key",
+            "--insecure-skip-tls-verify",
+            "--tls-server-name",
+            "--request-timeout",
+            "--disable-compression",
+        ] {
+            assert!(v.contains(&flag.to_string()), "{flag} missing from {v:?}");
+        }
+        assert_eq!(values(plan(&words(&["describe", "--as-g"]))), vec!["--as-group"]);
+    }
+
+    #[test]
+    fn runner_names_are_asked_with_the_connection_flags_on_the_line() {
+        let line = words(&[
+            "--context",
+            "dev",
+            "get",
+            "--server=https://10.0.0.1:6443",
+            "--token",
+            "t",
+            "--as",
+            "me",
+            "-o",
+            "wide",
+            "--as-group",
+            "a",
+            "w",
+        ]);
+        let g = globals_on_line(&line[..line.len() - 1]);
+        assert_eq!(g.context.as_deref(), Some("dev"));
+        let c = &g.connection;
+        assert_eq!(c.server.as_ref().map(|s| s.to_string()).as_deref(), Some("https://10.0.0.1:6443/"));
+        assert_eq!((c.token.as_deref(), c.as_user.as_deref()), (Some("t"), Some("me")));
+        assert_eq!(c.as_group, vec!["a"]);
+        let bad = globals_on_line(&words(&["--request-timeout", "soon", "--as", "me"]));
+        assert_eq!(bad.connection.as_user, None, "an unparsable line asks with no flags");
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct DiagnoseArgs {
     /// (default: the in-cluster manager's, runner-system/runner-controller-manager).
     /// Also spelled --as-service-account, as for run-manager: each check asks
     /// the apiserver what that ServiceAccount may do, as impersonation would.
+    /// It is whose permissions are checked; --as is who asks (diagnose's
+    /// own requests), so the two combine.
     #[arg(long, visible_alias = "as-service-account", value_name = "NS/NAME", value_parser = parse_service_account)]
     pub service_account: Option<ServiceAccountRef>,
     /// Consider Events from this long ago (e.g. 30m, 2h).

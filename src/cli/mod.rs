@@ -12,6 +12,7 @@ use crate::service_account::ServiceAccountRef;
 pub mod args;
 pub mod child_summary;
 pub mod completion;
+pub mod connection;
 pub mod create;
 pub mod delete;
 pub mod describe;
@@ -71,6 +72,12 @@ pub struct Globals {
     /// More logs on stderr: -v info, -vv debug, -vvv trace.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    #[command(flatten)]
+    pub connection: connection::ConnectionFlags,
+    /// The apiserver the command talked to, once it connected: the error
+    /// lines name it.
+    #[arg(skip)]
+    pub server: std::sync::Arc<std::sync::OnceLock<http::Uri>>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,28 +126,68 @@ impl Globals {
 
     /// Like [`connect`](Self::connect), but with `sa` every request acts as
     /// that ServiceAccount (`--as-service-account`), once the kubeconfig's
-    /// own identity is known to be allowed to.
+    /// own identity is known to be allowed to. The one place where the
+    /// kubeconfig and kubectl's connection flags become a client.
     pub async fn connect_as(&self, sa: Option<&ServiceAccountRef>) -> Result<Ctx> {
-        let opts = kube::config::KubeConfigOptions { context: self.context.clone(), ..Default::default() };
-        let kc_err = |e: kube::config::KubeconfigError| Error::Kubeconfig(e.to_string());
-        let config = match &self.kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| Error::Kubeconfig(format!("{}: {e}", path.display())))?;
-                kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(kc_err)?
-            }
-            None if self.context.is_some() => kube::Config::from_kubeconfig(&opts).await.map_err(kc_err)?,
-            // No flags: in-cluster config when running as a Pod, else the kubeconfig.
-            None => kube::Config::infer().await.map_err(|e| Error::Kubeconfig(e.to_string()))?,
-        };
-        let namespace = self.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
-        let mut config = config;
-        crate::client::identify(&mut config);
-        if let Some(sa) = sa {
-            crate::service_account::act_as(&mut config, sa).await?;
+        let flags = &self.connection;
+        flags.validate(sa)?;
+        if let Some((flag, path)) = flags.files().find(|(_, p)| !p.is_file()) {
+            return Err(Error::Invalid(format!("{flag} {}: no such file", path.display())));
         }
-        let client = kube::Client::try_from(config).map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        let mut config = self.load_config().await?;
+        flags.apply(&mut config);
+        crate::client::identify(&mut config);
+        let _ = self.server.set(config.cluster_url.clone());
+        let namespace = self.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+        let build = |c: kube::Config| {
+            crate::client::build(c, flags.request_timeout()).map_err(|e| Error::Kubeconfig(e.to_string()))
+        };
+        if let Some(sa) = sa {
+            crate::service_account::act_as(&build(config.clone())?, &mut config, sa).await?;
+        }
+        let client = build(config)?;
         Ok(Ctx { client, namespace, all_namespaces: self.all_namespaces })
+    }
+
+    /// The kubeconfig (`--kubeconfig`, else `$KUBECONFIG` or
+    /// `~/.kube/config`), with the context, cluster and user the flags pick.
+    /// Without one, kubectl goes by `--server` alone, or by the Pod's
+    /// in-cluster configuration.
+    async fn load_config(&self) -> Result<kube::Config> {
+        let flags = &self.connection;
+        let opts = flags.kubeconfig_options(self.context.as_deref());
+        let picks = opts.context.is_some() || opts.cluster.is_some() || opts.user.is_some();
+        let kubeconfig = match &self.kubeconfig {
+            Some(path) => {
+                kube::config::Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))
+            }
+            None => kube::config::Kubeconfig::read().map_err(|e| e.to_string()),
+        };
+        match kubeconfig {
+            Ok(kc) => {
+                flags.check_user(&kc)?;
+                kube::Config::from_custom_kubeconfig(kc, &opts)
+                    .await
+                    .map_err(|e| Error::Kubeconfig(e.to_string()))
+            }
+            Err(e) if self.kubeconfig.is_some() || picks => Err(Error::Kubeconfig(e)),
+            Err(e) => match (kube::Config::incluster(), &flags.server) {
+                (Ok(config), _) => Ok(config),
+                (Err(_), Some(server)) => Ok(kube::Config::new(server.clone())),
+                (Err(in_cluster), None) => {
+                    Err(Error::Kubeconfig(format!("{e}; not in a cluster either ({in_cluster})")))
+                }
+            },
+        }
+    }
+
+    /// What the error lines need to name: the server, once connected, and
+    /// the request timeout.
+    pub fn endpoint(&self) -> output::failure::Endpoint {
+        output::failure::Endpoint {
+            server: self.server.get().cloned(),
+            request_timeout: self.connection.request_timeout(),
+        }
     }
 }
 

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 pub mod describe;
 pub mod diagnose;
 pub mod e2e;
+pub mod failure;
 pub mod safe;
 pub use describe::{describe, event_time};
 pub use safe::Safe;
@@ -44,8 +45,15 @@ pub fn emit(text: &str) -> Result<()> {
 /// What `main` prints on stderr for a failed command: `error: ...`, then
 /// each cause. Invalid input and API errors are one line: an API error's
 /// message already holds the apiserver's reason, which its source chain
-/// would repeat as a debug dump.
-pub fn error(e: &Error) -> String {
+/// would repeat as a debug dump. A failure the user can act on (server
+/// down, DNS, TLS, timeout, 401, 403) is kubectl's kind of line, naming the
+/// server `at` or the user and verb, and what to check.
+pub fn error(e: &Error, at: &failure::Endpoint) -> String {
+    if let Error::Api { source, .. } = e
+        && let Some(kind) = crate::client::failure::classify(source)
+    {
+        return format!("error: {}\n", Safe::new(failure::line(&kind, at)));
+    }
     let mut out = match e {
         Error::Invalid(msg) => return format!("error: {}\n", Safe::new(msg)),
         e => format!("error: {}\n", Safe::new(e.to_string())),

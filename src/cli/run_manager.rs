@@ -27,7 +27,10 @@ Examples:
   kubectl runner run-manager --as-service-account
 
   # As another ServiceAccount; its Lease lives in its namespace, as in a Pod
-  kubectl runner run-manager -n team-a --as-service-account team-a/runner --leader-elect";
+  kubectl runner run-manager -n team-a --as-service-account team-a/runner --leader-elect
+
+  # The same identity without the check first (kubectl's flag)
+  kubectl runner run-manager -n team-a --as system:serviceaccount:team-a:runner";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -73,7 +76,10 @@ pub struct RunManagerArgs {
     /// Act as this ServiceAccount, NS/NAME (alone: the installed manager's,
     /// runner-system/runner-controller-manager): every request is
     /// impersonated, so the preflight and every reconcile meet its RBAC.
-    /// Your own identity needs `impersonate` on that ServiceAccount.
+    /// Your own identity needs `impersonate` on that ServiceAccount, which
+    /// is checked first. It is `--as system:serviceaccount:NS:NAME` with that
+    /// check, so it cannot be combined with --as, --as-group or --as-uid
+    /// (the apiserver impersonates one identity per request).
     #[arg(long, value_name = "NS/NAME", num_args = 0..=1,
           default_missing_value = MANAGER_SERVICE_ACCOUNT, value_parser = parse_service_account)]
     pub as_service_account: Option<ServiceAccountRef>,

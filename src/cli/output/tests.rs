@@ -267,7 +267,7 @@ fn json_and_yaml_keep_the_exact_data() {
 #[test]
 fn error_lines_and_progress_lines_escape_what_the_cluster_said() {
     let e = Error::Invalid(format!("spec.image: {HOSTILE}"));
-    assert_eq!(error(&e), format!("error: spec.image: {SHOWN}\n"));
+    assert_eq!(error(&e, &Default::default()), format!("error: spec.image: {SHOWN}\n"));
     let e = Error::WaitRunner {
         namespace: "ns".into(),
         name: "web".into(),
@@ -276,7 +276,7 @@ fn error_lines_and_progress_lines_escape_what_the_cluster_said() {
         last: progress_line(&hostile_runner()),
         has_status: true,
     };
-    let line = error(&e);
+    let line = error(&e, &Default::default());
     assert_eq!(raw_controls(&line), Vec::<char>::new(), "{line}");
     assert!(line.contains("web: Available 2/2 ready (pulling \\u{9b}2J\\u{202e}evil)"), "{line}");
     assert_eq!(warning("gone\u{1b}[1A"), "warning: gone\\x1b[1A\n");
