@@ -265,7 +265,7 @@ mod tests {
     use kube::CustomResourceExt;
 
     fn spec() -> RunnerSpec {
-        RunnerSpec { image: "nginx".into(), replicas: 1, port: 80, host: None }
+        RunnerSpec::new("nginx")
     }
 
     #[test]

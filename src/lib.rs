@@ -2,24 +2,25 @@
 //!
 //! ```text
 //!   main ─► cli (args ► validated request ► call ► data) ─► cli::output ─► stdout
+//!            │                        (the only renderer; escapes cluster text)
 //!            │                                              exit ─► the exit code
-//!            ├─► manager   watch ► desired ► apply ► status
+//!            ├─► manager   watch ► runner_step ► per kind: child_step ► child_write ► status ► patch
 //!            ├─► diagnose  gather ► view ► checks ► report
 //!            └─► e2e       steps; the manager in-process, diagnose as the oracle
 //!                  │
 //!                  ▼
-//!   client (User-Agent, scoped Api, Runner reads, CRD wait) ─► apiserver
+//!   client (connection, User-Agent, scoped Api, Runner reads, children reader) ─► apiserver
 //!                  │
 //!                  ▼
-//!   children (ownership, Pod problems, labels), rollout ─► api (types, bounds)
+//!   kinds (one module per child kind; kinds::visit is the one list) ─► ownership, rollout ─► api
 //!
-//!   rbac (permission list) ─► manifests (CRD, RBAC, manager YAML) ─► manifests/
+//!   rbac (permission list, a rule per kind) ─► manifests (CRD, RBAC, manager YAML) ─► manifests/
 //!        └─► the manager's preflight and diagnose's SubjectAccessReviews
 //! ```
 //!
 //! Arrows point down: the manager, diagnose and e2e never import the CLI,
 //! and only the CLI renders (`cli::output`) and maps results to exit codes
-//! (`exit`).
+//! (`exit`). `docs/design.md` says where to add a child kind or a field.
 #![forbid(unsafe_code)]
 
 pub mod api;

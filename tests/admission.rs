@@ -27,7 +27,7 @@ const MANAGER: &str = "kubectl-runner-tests";
 const NOT_A_REFERENCE: &str = "must be an image reference [HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST]";
 
 fn spec() -> RunnerSpec {
-    RunnerSpec { image: "nginx:1.27".into(), replicas: 1, port: 80, host: None }
+    RunnerSpec::new("nginx:1.27")
 }
 
 fn runner(name: &str, spec: RunnerSpec) -> Runner {

@@ -30,7 +30,7 @@ const HOSTILE: &str = "nginx\u{1b}]0;PWNED\u{7}\u{1b}[31m:1";
 const SHOWN: &str = "nginx\\x1b]0;PWNED\\x07\\x1b[31m:1";
 
 fn spec(image: &str) -> RunnerSpec {
-    RunnerSpec { image: image.into(), replicas: 1, port: 80, host: None }
+    RunnerSpec::new(image)
 }
 
 /// Characters in `bytes` a terminal would act on: control characters other

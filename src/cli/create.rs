@@ -145,8 +145,10 @@ pub async fn run(g: &Globals, a: CreateArgs) -> Result<u8> {
             from_manifests(&text, requested_ns.as_deref().unwrap_or(""))?
         }
         (None, Some(name), Some(image)) => {
-            let spec =
-                RunnerSpec { image: image.clone(), replicas: a.replicas, port: a.port, host: a.host.clone() };
+            let spec = RunnerSpec {
+                host: a.host.clone(),
+                ..RunnerSpec::new(image.clone()).replicas(a.replicas).port(a.port)
+            };
             vec![from_flags(name, requested_ns.as_deref().unwrap_or(""), spec)?]
         }
         _ => return Err(Error::Invalid("give NAME and --image, or -f FILE".into())),
@@ -201,7 +203,7 @@ mod tests {
     use crate::api::Phase;
 
     fn spec(replicas: i32) -> RunnerSpec {
-        RunnerSpec { image: "nginx".into(), replicas, port: 80, host: None }
+        RunnerSpec::new("nginx").replicas(replicas)
     }
 
     #[test]

@@ -29,82 +29,102 @@ impl Severity {
     }
 }
 
-/// Stable identifier of a rule; the JSON `code` field and the table's CHECK
-/// column. Grouped by the check that reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Code {
-    // installation
-    ClusterUnreachable,
-    CrdMissing,
-    CrdVersionNotServed,
-    CrdSchemaDrift,
-    // manager
-    ManagerLeader,
-    ManagerLeaseStale,
-    ManagerNotReady,
-    ManagerPodWaiting,
-    ManagerRestarts,
-    ManagerAbsent,
-    ManagerNotVisible,
-    // permissions
-    ServiceAccountMissing,
-    PermissionDenied,
-    OverbroadGrant,
-    // stuck finalizers
-    FinalizerStuck,
-    // children
-    ChildMissing,
-    ChildForeign,
-    ChildStaleOwner,
-    IngressWithoutHost,
-    IngressHostMismatch,
-    // workload
-    ProgressDeadlineExceeded,
-    PodWaiting,
-    PodUnschedulable,
-    // status
-    GenerationBehind,
-    RunnerNotReady,
-    StatusChurn,
-    WarningEvent,
-    // diagnose itself
-    GatherIncomplete,
+/// Defines [`Code`] and [`Group`] from one table: each code's name, its
+/// JSON spelling and its group are written once, and `Code::ALL`,
+/// `as_str` and `group` are generated from it.
+macro_rules! codes {
+    ($( $(#[$gdoc:meta])* $group:ident { $( $code:ident = $text:literal ),* $(,)? } )*) => {
+        /// Stable identifier of a rule; the JSON `code` field and the table's
+        /// CHECK column.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code { $( $( $code, )* )* }
+
+        /// The check that reports a code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Group { $( $(#[$gdoc])* $group, )* }
+
+        impl Code {
+            /// Every code, in table order.
+            pub const ALL: &'static [Code] = &[ $( $( Code::$code, )* )* ];
+
+            /// The kebab-case spelling used in JSON and the table.
+            pub fn as_str(self) -> &'static str {
+                match self { $( $( Code::$code => $text, )* )* }
+            }
+
+            pub fn group(self) -> Group {
+                match self { $( $( Code::$code => Group::$group, )* )* }
+            }
+        }
+    };
 }
 
-impl Code {
-    /// The kebab-case spelling used in JSON and the table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::ClusterUnreachable => "cluster-unreachable",
-            Code::CrdMissing => "crd-missing",
-            Code::CrdVersionNotServed => "crd-version-not-served",
-            Code::CrdSchemaDrift => "crd-schema-drift",
-            Code::ManagerLeader => "manager-leader",
-            Code::ManagerLeaseStale => "manager-lease-stale",
-            Code::ManagerNotReady => "manager-not-ready",
-            Code::ManagerPodWaiting => "manager-pod-waiting",
-            Code::ManagerRestarts => "manager-restarts",
-            Code::ManagerAbsent => "manager-absent",
-            Code::ManagerNotVisible => "manager-not-visible",
-            Code::ServiceAccountMissing => "service-account-missing",
-            Code::PermissionDenied => "permission-denied",
-            Code::OverbroadGrant => "overbroad-grant",
-            Code::FinalizerStuck => "finalizer-stuck",
-            Code::ChildMissing => "child-missing",
-            Code::ChildForeign => "child-foreign",
-            Code::ChildStaleOwner => "child-stale-owner",
-            Code::IngressWithoutHost => "ingress-without-host",
-            Code::IngressHostMismatch => "ingress-host-mismatch",
-            Code::ProgressDeadlineExceeded => "progress-deadline-exceeded",
-            Code::PodWaiting => "pod-waiting",
-            Code::PodUnschedulable => "pod-unschedulable",
-            Code::GenerationBehind => "generation-behind",
-            Code::RunnerNotReady => "runner-not-ready",
-            Code::StatusChurn => "status-churn",
-            Code::WarningEvent => "warning-event",
-            Code::GatherIncomplete => "gather-incomplete",
-        }
+codes! {
+    /// The CRD and the apiserver.
+    Installation {
+        ClusterUnreachable = "cluster-unreachable",
+        CrdMissing = "crd-missing",
+        CrdVersionNotServed = "crd-version-not-served",
+        CrdSchemaDrift = "crd-schema-drift",
+    }
+    /// The in-cluster manager and its Lease.
+    Manager {
+        ManagerLeader = "manager-leader",
+        ManagerLeaseStale = "manager-lease-stale",
+        ManagerNotReady = "manager-not-ready",
+        ManagerPodWaiting = "manager-pod-waiting",
+        ManagerRestarts = "manager-restarts",
+        ManagerAbsent = "manager-absent",
+        ManagerNotVisible = "manager-not-visible",
+    }
+    /// What the manager's ServiceAccount may do.
+    Permissions {
+        ServiceAccountMissing = "service-account-missing",
+        PermissionDenied = "permission-denied",
+        OverbroadGrant = "overbroad-grant",
+    }
+    /// Runners stuck deleting.
+    Finalizers {
+        FinalizerStuck = "finalizer-stuck",
+    }
+    /// Each child kind: missing, foreign, stale, drifted.
+    Children {
+        ChildMissing = "child-missing",
+        ChildForeign = "child-foreign",
+        ChildStaleOwner = "child-stale-owner",
+        IngressWithoutHost = "ingress-without-host",
+        IngressHostMismatch = "ingress-host-mismatch",
+    }
+    /// The Deployment's rollout and the Pods.
+    Workload {
+        ProgressDeadlineExceeded = "progress-deadline-exceeded",
+        PodWaiting = "pod-waiting",
+        PodUnschedulable = "pod-unschedulable",
+    }
+    /// The Runner's status and Events.
+    Status {
+        GenerationBehind = "generation-behind",
+        RunnerNotReady = "runner-not-ready",
+        StatusChurn = "status-churn",
+        WarningEvent = "warning-event",
+    }
+    /// diagnose itself.
+    Diagnose {
+        GatherIncomplete = "gather-incomplete",
+    }
+}
+
+impl Group {
+    /// Codes about the in-cluster installation (the manager Deployment and
+    /// its ServiceAccount's RBAC) rather than the Runners.
+    pub fn is_installation(self) -> bool {
+        matches!(self, Group::Manager | Group::Permissions)
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -185,80 +205,18 @@ impl Finding {
 mod tests {
     use super::*;
 
-    /// Every code, for the spelling test below.
-    const ALL: &[Code] = &[
-        Code::ClusterUnreachable,
-        Code::CrdMissing,
-        Code::CrdVersionNotServed,
-        Code::CrdSchemaDrift,
-        Code::ManagerLeader,
-        Code::ManagerLeaseStale,
-        Code::ManagerNotReady,
-        Code::ManagerPodWaiting,
-        Code::ManagerRestarts,
-        Code::ManagerAbsent,
-        Code::ManagerNotVisible,
-        Code::ServiceAccountMissing,
-        Code::PermissionDenied,
-        Code::OverbroadGrant,
-        Code::FinalizerStuck,
-        Code::ChildMissing,
-        Code::ChildForeign,
-        Code::ChildStaleOwner,
-        Code::IngressWithoutHost,
-        Code::IngressHostMismatch,
-        Code::ProgressDeadlineExceeded,
-        Code::PodWaiting,
-        Code::PodUnschedulable,
-        Code::GenerationBehind,
-        Code::RunnerNotReady,
-        Code::StatusChurn,
-        Code::WarningEvent,
-        Code::GatherIncomplete,
-    ];
-
     #[test]
-    fn every_code_is_spelled_as_its_json_and_spellings_are_unique() {
-        // No wildcard: a new variant does not compile until it is named
-        // here, which is the reminder to add it to ALL as well.
-        fn listed(c: Code) -> bool {
-            match c {
-                Code::ClusterUnreachable
-                | Code::CrdMissing
-                | Code::CrdVersionNotServed
-                | Code::CrdSchemaDrift
-                | Code::ManagerLeader
-                | Code::ManagerLeaseStale
-                | Code::ManagerNotReady
-                | Code::ManagerPodWaiting
-                | Code::ManagerRestarts
-                | Code::ManagerAbsent
-                | Code::ManagerNotVisible
-                | Code::ServiceAccountMissing
-                | Code::PermissionDenied
-                | Code::OverbroadGrant
-                | Code::FinalizerStuck
-                | Code::ChildMissing
-                | Code::ChildForeign
-                | Code::ChildStaleOwner
-                | Code::IngressWithoutHost
-                | Code::IngressHostMismatch
-                | Code::ProgressDeadlineExceeded
-                | Code::PodWaiting
-                | Code::PodUnschedulable
-                | Code::GenerationBehind
-                | Code::RunnerNotReady
-                | Code::StatusChurn
-                | Code::WarningEvent
-                | Code::GatherIncomplete => ALL.contains(&c),
-            }
-        }
+    fn every_code_is_spelled_once_in_kebab_case_and_serialized_so() {
         let mut seen = std::collections::HashSet::new();
-        for &code in ALL {
-            assert!(listed(code));
-            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
-            assert!(seen.insert(code.as_str()), "{} spelled twice", code.as_str());
+        for &code in Code::ALL {
+            let s = code.as_str();
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{s}");
+            assert_eq!(serde_json::to_value(code).unwrap(), s);
+            assert!(seen.insert(s), "{s} spelled twice");
         }
+        assert!(
+            Code::ChildMissing.group() == Group::Children && Code::PermissionDenied.group().is_installation()
+        );
     }
 
     #[test]

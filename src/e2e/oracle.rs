@@ -6,24 +6,7 @@
 
 use std::time::Duration;
 
-use crate::diagnose::{self, Code, Severity};
-
-/// Findings that describe the in-cluster installation, not the Runners.
-fn about_installation(code: Code) -> bool {
-    matches!(
-        code,
-        Code::ManagerLeader
-            | Code::ManagerLeaseStale
-            | Code::ManagerNotReady
-            | Code::ManagerPodWaiting
-            | Code::ManagerRestarts
-            | Code::ManagerAbsent
-            | Code::ManagerNotVisible
-            | Code::ServiceAccountMissing
-            | Code::PermissionDenied
-            | Code::OverbroadGrant
-    )
-}
+use crate::diagnose::{self, Severity};
 
 /// Error findings in `ns`, as "code: message" lines; empty means healthy.
 pub async fn errors(client: &kube::Client, ns: &str, running_manager: bool) -> Vec<String> {
@@ -38,7 +21,7 @@ pub async fn errors(client: &kube::Client, ns: &str, running_manager: bool) -> V
     report
         .findings
         .iter()
-        .filter(|f| f.severity == Severity::Error && (running_manager || !about_installation(f.code)))
+        .filter(|f| f.severity == Severity::Error && (running_manager || !f.code.group().is_installation()))
         .map(|f| format!("{}: {}", f.code.as_str(), f.message))
         .collect()
 }

@@ -202,3 +202,84 @@ async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
     assert_eq!(patch[2]["value"]["observedGeneration"], 4);
     task.await.unwrap().expect("reconcile ok");
 }
+
+/// Answers the next request with `status` and `reply`; returns (method, path, body).
+async fn answer(handle: &mut Handle, status: u16, reply: Value) -> (String, String, Value) {
+    let (req, send) = handle.next_request().await.expect("a request");
+    let (method, path) = (req.method().to_string(), req.uri().path().to_string());
+    let bytes = req.into_body().collect_bytes().await.unwrap();
+    let body =
+        if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+    let resp = Response::builder().status(status).body(Body::from(serde_json::to_vec(&reply).unwrap()));
+    send.send_response(resp.unwrap());
+    (method, path, body)
+}
+
+fn conflict(reason: &str, code: u16) -> Value {
+    json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code,
+            "message": reason, "metadata": {} })
+}
+
+#[tokio::test]
+async fn a_post_that_finds_the_name_taken_reads_it_and_refuses_someone_elses() {
+    let r = runner(Some(vec![FINALIZER]), false);
+    let (ctx, mut handle) = context_with(vec![]);
+    let reply = serde_json::to_value(&r).unwrap();
+    let task = tokio::spawn(reconcile(Arc::new(r), ctx));
+    let (m, path, _) = answer(&mut handle, 409, conflict("AlreadyExists", 409)).await;
+    assert_eq!((m.as_str(), path.as_str()), ("POST", "/apis/apps/v1/namespaces/team/deployments"));
+    // The object under the name: someone else's, without an owner.
+    let theirs = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "web", "namespace": "team", "uid": "theirs" },
+        "spec": { "selector": {}, "template": {} } });
+    let (m, path, _) = answer(&mut handle, 200, theirs).await;
+    assert_eq!((m.as_str(), path.as_str()), ("GET", "/apis/apps/v1/namespaces/team/deployments/web"));
+    // Nothing more to the Deployment: the Service and the budget are ours to create.
+    let (m, path, _) = answer(&mut handle, 201, json!({ "metadata": { "name": "web" } })).await;
+    assert_eq!((m.as_str(), path.as_str()), ("POST", "/api/v1/namespaces/team/services"));
+    let (m, path, _) = answer(&mut handle, 201, json!({ "metadata": { "name": "web" } })).await;
+    assert_eq!((m.as_str(), path.as_str()), ("POST", "/apis/policy/v1/namespaces/team/poddisruptionbudgets"));
+    // The refusal is announced (an Event), then written in the status.
+    let (m, _, event) = answer(&mut handle, 201, json!({})).await;
+    assert_eq!((m.as_str(), event["reason"].as_str()), ("POST", Some("AdoptionRefused")));
+    let (m, path, status) = answer(&mut handle, 200, reply).await;
+    assert!(m == "PATCH" && path.ends_with("/runners/web/status"), "{m} {path}");
+    assert_eq!(status[2]["value"]["phase"], "Failed");
+    assert!(status[2]["value"]["message"].as_str().unwrap().contains("Deployment team/web"), "{status}");
+    task.await.unwrap().expect("reconcile ok");
+}
+
+#[tokio::test]
+async fn a_drifted_child_posted_by_an_earlier_version_is_taken_over_then_applied() {
+    let mut r = runner(Some(vec![FINALIZER]), false);
+    r.spec.replicas = 1;
+    let mut d = our_deployment(&r);
+    d.metadata.resource_version = Some("5".into());
+    // Posted (our Update entry), and someone changed the image since.
+    d.metadata.managed_fields = Some(vec![
+        serde_json::from_value(json!({
+        "manager": crate::api::FIELD_MANAGER, "operation": "Update", "apiVersion": "apps/v1",
+        "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": { "f:replicas": {} } } }))
+        .unwrap(),
+    ]);
+    d.spec.template.spec.as_mut().unwrap().containers[0].image = Some("evil:1".into());
+    let (ctx, mut handle) = context_with(vec![d.clone()]);
+    let task = tokio::spawn(reconcile(Arc::new(r.clone()), ctx));
+    let (m, path, _) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
+    assert_eq!(
+        (m.as_str(), path.as_str()),
+        ("GET", "/apis/apps/v1/namespaces/team/deployments/web"),
+        "the take-over reads first"
+    );
+    let (m, _, ops) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
+    assert_eq!(m, "PATCH");
+    assert_eq!(ops[0], json!({ "op": "test", "path": "/metadata/resourceVersion", "value": "5" }));
+    assert_eq!(ops[1]["path"], "/metadata/managedFields");
+    assert_eq!(ops[1]["value"][0]["operation"], "Apply", "our Update entry folded into an Apply entry");
+    let (m, path, body) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
+    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/apis/apps/v1/namespaces/team/deployments/web"));
+    assert_eq!(body["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27", "ours again");
+    assert_eq!(body["metadata"]["uid"], "d-1", "the live UID as a precondition");
+    drop(handle);
+    let _ = task.await;
+}
