@@ -26,6 +26,7 @@ pub mod progress;
 pub mod run_manager;
 pub mod runner_file;
 pub mod scale;
+pub mod selection;
 pub mod uninstall;
 
 pub use crate::exit;
