@@ -126,6 +126,32 @@ async fn get_templates_columns_and_sorting_print_the_same_bytes_as_kubectl() {
 }
 
 #[tokio::test]
+async fn sorting_many_runners_with_ties_gives_kubectls_order() {
+    let ns = TestNs::new("verbs-sort").await;
+    ensure_crd(&ns.client).await;
+    // Past 12 objects Go's sort is a quicksort that is not stable: only
+    // the same algorithm puts tied Runners where kubectl does.
+    for i in 0..40 {
+        let (image, team) = (format!("img-{}:1", i % 3), format!("t{}", i % 4));
+        let labels: &[(&str, &str)] = if i % 5 == 0 { &[] } else { &[("team", &team)] };
+        make(&ns, &format!("r{:02}", (i * 7) % 40), &image, 1 + i % 3, None, labels).await;
+    }
+    let kubectl = kubectl();
+    for sort_by in ["--sort-by=.spec.replicas", "--sort-by=.metadata.labels.team", "--sort-by={.spec.image}"]
+    {
+        let theirs = Command::new(&kubectl)
+            .args(["get", "runners.lab.cloudlab.training", "-n", &ns.name, "-o", "name", sort_by])
+            .output()
+            .expect("run kubectl");
+        ok(&theirs, "kubectl get --sort-by");
+        let ours = cli(&["-n", &ns.name, "get", "-o", "name", sort_by]).await;
+        ok(&ours, "get --sort-by");
+        assert_eq!(out(&ours), out(&theirs), "{sort_by}");
+        assert_eq!(out(&ours).lines().count(), 40);
+    }
+}
+
+#[tokio::test]
 async fn bad_templates_and_flag_mixes_are_usage_errors_naming_the_flag() {
     let ns = TestNs::new("verbs-usage").await;
     ensure_crd(&ns.client).await;

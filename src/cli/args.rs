@@ -47,10 +47,10 @@ impl Default for GetOutput {
 
 /// What `-o` accepts besides the plain formats, for `--help` and completion.
 const TEMPLATE_FORMATS: [(&str, &str); 4] = [
-    ("jsonpath=", "a JSONPath template, e.g. jsonpath='{.items[*].metadata.name}'"),
-    ("jsonpath-file=", "a file holding a JSONPath template"),
-    ("custom-columns=", "columns, e.g. custom-columns=NAME:.metadata.name,IMAGE:.spec.image"),
-    ("custom-columns-file=", "a file: a line of headers, then a line of paths"),
+    ("jsonpath=", "A JSONPath template, e.g. jsonpath='{.items[*].metadata.name}'"),
+    ("jsonpath-file=", "A file holding a JSONPath template"),
+    ("custom-columns=", "Columns, e.g. custom-columns=NAME:.metadata.name,IMAGE:.spec.image"),
+    ("custom-columns-file=", "A file: a line of headers, then a line of paths"),
 ];
 
 impl GetOutput {

@@ -84,11 +84,13 @@ pub async fn run(g: &Globals, a: GetArgs) -> Result<u8> {
         Some(name) => vec![runners::get(&ctx.client, &ctx.namespace, name).await?],
         None => runners::list(&ctx.client, ns, a.selector.as_deref()).await?,
     };
-    if let (Some(path), None) = (&a.sort_by, &a.name) {
-        items = sorted(items, path)?;
-        if a.watch {
+    match (&a.sort_by, &a.name) {
+        // As kubectl: a watch prints the list in the server's order.
+        (Some(_), None) if a.watch => {
             eprintln!("warning: --watch requested, --sort-by will be ignored for watch events received");
         }
+        (Some(path), None) => items = sorted(items, path)?,
+        _ => {}
     }
     let single = a.name.is_some();
     let kids = match &printer {

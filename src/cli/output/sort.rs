@@ -4,14 +4,14 @@
 //! both parse as quantities, like `100m` and `1`, by amount), and two keys
 //! of different kinds, or a bool, map or list, cannot be sorted.
 //!
-//! kubectl sorts with Go's `sort.Sort`, which for up to 12 objects is an
-//! insertion sort: that one is reproduced step for step (it puts objects
-//! without a key in reverse order), so even ties come out as kubectl's.
-//! Longer lists are sorted stably; there, only ties can differ.
+//! kubectl sorts with Go's `sort.Sort`, which is not stable: [`gosort`]
+//! is a port of it, so ties come out in kubectl's order too.
 
 use serde_json::Value;
 
-use super::jsonpath::Template;
+use super::jsonpath::{Template, gofmt};
+
+mod gosort;
 
 /// The order of `objects` sorted by `path`: `result[k]` is the index of
 /// the object that goes k-th. Fails when no object has the field, or when
@@ -21,29 +21,8 @@ pub fn order(objects: &[Value], path: &Template) -> Result<Vec<usize>, String> {
     if !objects.is_empty() && keys.iter().all(Option::is_none) {
         return Err(format!("couldn't find any field with path {:?} in the list of objects", path.source()));
     }
-    let mut idx: Vec<usize> = (0..objects.len()).collect();
-    let less = |a: usize, b: usize| less(keys[a], keys[b]);
-    if idx.len() <= 12 {
-        for i in 1..idx.len() {
-            let mut j = i;
-            while j > 0 && less(idx[j], idx[j - 1])? {
-                idx.swap(j, j - 1);
-                j -= 1;
-            }
-        }
-        return Ok(idx);
-    }
-    let mut failed = None;
-    idx.sort_by(|&a, &b| match (less(a, b), less(b, a)) {
-        (Ok(true), _) => std::cmp::Ordering::Less,
-        (Ok(false), Ok(true)) => std::cmp::Ordering::Greater,
-        (Ok(false), Ok(false)) => std::cmp::Ordering::Equal,
-        (Err(e), _) | (_, Err(e)) => {
-            failed.get_or_insert(e);
-            std::cmp::Ordering::Equal
-        }
-    });
-    failed.map_or(Ok(idx), Err)
+    comparable(&keys)?;
+    Ok(gosort::sort(keys.len(), |a, b| less(keys[a], keys[b])))
 }
 
 fn key<'a>(object: &'a Value, path: &Template) -> Result<Option<&'a Value>, String> {
@@ -56,29 +35,51 @@ fn key<'a>(object: &'a Value, path: &Template) -> Result<Option<&'a Value>, Stri
     })
 }
 
-/// kubectl's `RuntimeSort.Less` and `isLess`.
-fn less(i: Option<&Value>, j: Option<&Value>) -> Result<bool, String> {
-    let (Some(i), Some(j)) = (i, j) else { return Ok(i.is_none()) };
-    match (i, j) {
-        (Value::Null, Value::Null) => Ok(false),
-        (Value::Null, _) => Ok(true),
-        (_, Value::Null) => Ok(false),
-        (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
-            (Some(a), Some(b)) => Ok(a < b),
-            (None, None) => Ok(a.as_f64() < b.as_f64()),
-            _ => Err(unsortable(i)),
-        },
-        (Value::String(a), Value::String(b)) => Ok(match (quantity(a), quantity(b)) {
-            (Some(qa), Some(qb)) => qa < qb,
-            _ => a < b,
-        }),
-        (Value::Number(_) | Value::String(_), _) => Err(unsortable(i)),
-        _ => Err(format!("unsortable type: {}", super::jsonpath::gofmt::type_name(i))),
+/// kubectl fails (exits) as soon as it compares two keys that do not
+/// compare; with two or more such keys it always meets a pair, so the
+/// check is done once, up front, and the sort itself cannot fail.
+fn comparable(keys: &[Option<&Value>]) -> Result<(), String> {
+    let kind = |v: &Value| match v {
+        Value::Number(n) if n.as_i64().is_some() => Some("int64"),
+        Value::Number(_) => Some("float64"),
+        Value::String(_) => Some("string"),
+        _ => None,
+    };
+    let present: Vec<&Value> = keys.iter().flatten().copied().filter(|v| !v.is_null()).collect();
+    if present.len() < 2 {
+        return Ok(());
     }
+    if let Some(bad) = present.iter().find(|v| kind(v).is_none()) {
+        return Err(format!("unsortable type: {} ({})", gofmt::type_name(bad), gofmt::sprint(bad)));
+    }
+    if let Some(other) = present.iter().find(|v| kind(v) != kind(present[0])) {
+        return Err(format!(
+            "cannot compare {} ({}) with {} ({})",
+            gofmt::sprint(present[0]),
+            gofmt::type_name(present[0]),
+            gofmt::sprint(other),
+            gofmt::type_name(other)
+        ));
+    }
+    Ok(())
 }
 
-fn unsortable(v: &Value) -> String {
-    format!("{} cannot be compared with a value of another type", super::jsonpath::gofmt::sprint(v))
+/// kubectl's `RuntimeSort.Less` and `isLess`, for keys [`comparable`] passed.
+fn less(i: Option<&Value>, j: Option<&Value>) -> bool {
+    let (Some(i), Some(j)) = (i, j) else { return i.is_none() };
+    match (i, j) {
+        (Value::Null, _) => !j.is_null(),
+        (_, Value::Null) => false,
+        (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => a < b,
+            _ => a.as_f64() < b.as_f64(),
+        },
+        (Value::String(a), Value::String(b)) => match (quantity(a), quantity(b)) {
+            (Some(qa), Some(qb)) => qa < qb,
+            _ => a < b,
+        },
+        _ => false,
+    }
 }
 
 /// A Kubernetes quantity (`100m`, `1.5Gi`, `2e3`, `-1`) as a float, or
@@ -170,13 +171,18 @@ mod tests {
         assert!(sorted(&[json!({"v": 1}), json!({"v": 1.5})], ".v").is_err());
     }
 
+    #[rustfmt::skip]
+    const GO_ORDER_60: [usize; 60] = [
+        40, 25, 55, 30, 20, 5, 0, 10, 15, 45, 35, 50, 58, 13, 38, 8, 48, 33, 18, 43,
+        53, 3, 28, 23, 31, 36, 26, 1, 56, 51, 21, 6, 46, 11, 41, 16, 49, 24, 14, 39,
+        59, 34, 54, 4, 44, 9, 29, 19, 47, 7, 37, 32, 52, 17, 42, 2, 22, 57, 27, 12,
+    ];
+
     #[test]
-    fn long_lists_sort_stably() {
-        let objs: Vec<Value> = (0..20).map(|i| json!({"v": i % 3})).collect();
-        let got = sorted(&objs, ".v").unwrap();
-        let want: Vec<usize> =
-            [0, 3, 6, 9, 12, 15, 18, 1, 4, 7, 10, 13, 16, 19, 2, 5, 8, 11, 14, 17].to_vec();
-        assert_eq!(got, want);
+    fn ties_in_long_lists_land_where_go_sort_puts_them() {
+        // Recorded from Go's sort.Sort with kubectl's Less over the same keys.
+        let objs: Vec<Value> = (0..60).map(|i| json!({"v": (i * 7) % 5})).collect();
+        assert_eq!(sorted(&objs, ".v").unwrap(), GO_ORDER_60.to_vec());
     }
 
     #[test]
