@@ -28,7 +28,8 @@ unions ([0,2]), filters ([?(@.status.phase==\"Available\")], with == != < > <= >
 or [?(@.spec.host)] for presence), quoted text ({\"\\n\"}, {'\\t'}) and
 {range ...}...{end}. The values of one action are joined by spaces; maps and
 lists print as JSON. Custom columns and --sort-by take one path each, with or
-without braces and the leading dot.
+without braces and the leading dot. Not supported: jsonpath-as-json,
+go-template, --no-headers.
 
 Examples:
   kubectl runner get

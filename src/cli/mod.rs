@@ -60,7 +60,7 @@ pub struct Globals {
     /// Namespace to use (default: the kubeconfig context's namespace).
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// Act on all namespaces where that makes sense (get, diagnose).
+    /// Act on all namespaces where that makes sense (get, diagnose; delete and scale with -l or --all).
     #[arg(short = 'A', long = "all-namespaces", global = true)]
     pub all_namespaces: bool,
     /// Kubeconfig context to use.
