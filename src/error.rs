@@ -146,6 +146,20 @@ pub enum Error {
     )]
     ManagerNotRolledOut { after: std::time::Duration, detail: String },
 
+    /// `scale --current-replicas`: the apiserver refused the scale because
+    /// the count was not the one required (checked in the same request).
+    #[error(
+        "Runner {namespace}/{name} has {} replicas, not {expected} as --current-replicas requires; not scaled",
+        .actual.map_or_else(|| "another number of".to_string(), |n| n.to_string())
+    )]
+    ScalePrecondition { namespace: String, name: String, expected: i32, actual: Option<i32> },
+
+    /// `get -o jsonpath=`, `custom-columns=` or `--sort-by` failed on the
+    /// data, where kubectl fails too (an index out of range, a filter or
+    /// sort comparing a string with a number).
+    #[error("cannot print with {flag}: {message}")]
+    Template { flag: String, message: String },
+
     /// The manager's identity lacks permissions it needs; the message lists
     /// each missing verb and the fix.
     #[error("{0}")]
@@ -190,6 +204,8 @@ impl Error {
             Error::Artifacts { .. } => "artifacts".into(),
             Error::StepFailed(_) => "step_failed".into(),
             Error::PermissionsMissing(_) => "permissions_missing".into(),
+            Error::Template { .. } => "template".into(),
+            Error::ScalePrecondition { .. } => "scale_precondition".into(),
             Error::ManagerNotRolledOut { .. } => "manager_not_rolled_out".into(),
         }
     }

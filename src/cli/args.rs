@@ -2,8 +2,11 @@
 //! durations and object names. Parsing here is pure, so a bad value fails
 //! with exit code 2 before anything connects to a cluster.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use super::output::columns::Columns;
+use super::output::jsonpath::{self, Template};
 use crate::error::{Error, Result};
 
 /// `-o` for `get`: how a list of Runners is printed.
@@ -18,6 +21,122 @@ pub enum GetFormat {
     Json,
     /// `runner.lab.cloudlab.training/NAME`, one per line.
     Name,
+}
+
+/// `-o` for `get`: one of [`GetFormat`], or a template as kubectl spells
+/// it. A template is parsed with the flag, so a mistake in it is a usage
+/// error before any request; a file is read by [`GetOutput::load`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum GetOutput {
+    Format(GetFormat),
+    /// `jsonpath=TEMPLATE`.
+    JsonPath(Template),
+    /// `jsonpath-file=PATH`.
+    JsonPathFile(PathBuf),
+    /// `custom-columns=HEADER:PATH,...`.
+    CustomColumns(Columns),
+    /// `custom-columns-file=PATH`.
+    CustomColumnsFile(PathBuf),
+}
+
+impl Default for GetOutput {
+    fn default() -> GetOutput {
+        GetOutput::Format(GetFormat::Table)
+    }
+}
+
+/// What `-o` accepts besides the plain formats, for `--help` and completion.
+const TEMPLATE_FORMATS: [(&str, &str); 4] = [
+    ("jsonpath=", "A JSONPath template, e.g. jsonpath='{.items[*].metadata.name}'"),
+    ("jsonpath-file=", "A file holding a JSONPath template"),
+    ("custom-columns=", "Columns, e.g. custom-columns=NAME:.metadata.name,IMAGE:.spec.image"),
+    ("custom-columns-file=", "A file: a line of headers, then a line of paths"),
+];
+
+impl GetOutput {
+    /// Parses one `-o` value.
+    pub fn parse(s: &str) -> std::result::Result<GetOutput, String> {
+        use clap::ValueEnum;
+        if let Ok(f) = GetFormat::from_str(s, false) {
+            return Ok(GetOutput::Format(f));
+        }
+        let Some((kind, value)) = s.split_once('=') else {
+            if let Some((t, help)) = TEMPLATE_FORMATS.iter().find(|(t, _)| t.trim_end_matches('=') == s) {
+                return Err(format!("-o {s} needs a value: -o {t}..., {help}"));
+            }
+            let plain = GetFormat::value_variants().iter().filter_map(|f| f.to_possible_value());
+            let mut allowed: Vec<String> = plain.map(|p| p.get_name().to_string()).collect();
+            allowed.extend(TEMPLATE_FORMATS.iter().map(|(t, _)| format!("{t}...")));
+            return Err(format!("unknown output format {s:?}; allowed: {}", allowed.join(", ")));
+        };
+        match kind {
+            "jsonpath" => jsonpath::parse(value).map(GetOutput::JsonPath),
+            "custom-columns" => Columns::parse_spec(value).map(GetOutput::CustomColumns),
+            "jsonpath-file" | "custom-columns-file" if value.is_empty() => {
+                Err(format!("{kind} needs a file name"))
+            }
+            "jsonpath-file" => Ok(GetOutput::JsonPathFile(value.into())),
+            "custom-columns-file" => Ok(GetOutput::CustomColumnsFile(value.into())),
+            _ => Err(format!("unknown output format {kind:?} (in {s:?})")),
+        }
+    }
+}
+
+impl GetOutput {
+    /// Reads and parses the file of `jsonpath-file=` or `custom-columns-file=`;
+    /// other values are returned as they are. Both failures are usage errors
+    /// naming the flag.
+    pub fn load(self) -> Result<GetOutput> {
+        let read = |kind: &str, path: &PathBuf| {
+            let flag = format!("-o {kind}={}", path.display());
+            let text = std::fs::read_to_string(path).map_err(|e| Error::Invalid(format!("{flag}: {e}")))?;
+            Ok::<_, Error>((flag, text))
+        };
+        match self {
+            GetOutput::JsonPathFile(path) => {
+                let (flag, text) = read("jsonpath-file", &path)?;
+                jsonpath::parse(&text)
+                    .map(GetOutput::JsonPath)
+                    .map_err(|e| Error::Invalid(format!("{flag}: {e}")))
+            }
+            GetOutput::CustomColumnsFile(path) => {
+                let (flag, text) = read("custom-columns-file", &path)?;
+                let cols = Columns::parse_file(&text).map_err(|e| Error::Invalid(format!("{flag}: {e}")))?;
+                Ok(GetOutput::CustomColumns(cols))
+            }
+            other => Ok(other),
+        }
+    }
+}
+
+/// clap's parser for `get -o`: [`GetOutput::parse`], offering the formats
+/// to `--help` and to completion.
+#[derive(Debug, Clone, Copy)]
+pub struct GetOutputParser;
+
+impl clap::builder::TypedValueParser for GetOutputParser {
+    type Value = GetOutput;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<GetOutput, clap::Error> {
+        GetOutput::parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        use clap::ValueEnum;
+        let plain = GetFormat::value_variants().iter().filter_map(ValueEnum::to_possible_value);
+        let templates = TEMPLATE_FORMATS.iter().map(|(t, h)| clap::builder::PossibleValue::new(*t).help(*h));
+        Some(Box::new(plain.chain(templates)))
+    }
+}
+
+/// `--sort-by`: a relaxed JSONPath (`.spec.replicas` or `{.spec.replicas}`).
+pub fn parse_sort_by(s: &str) -> std::result::Result<Template, String> {
+    jsonpath::relaxed(s)
 }
 
 /// `-o` for commands that print the object they changed.
@@ -72,6 +191,48 @@ pub fn validate_name(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_takes_the_plain_formats_and_kubectl_templates() {
+        assert_eq!(GetOutput::parse("wide"), Ok(GetOutput::Format(GetFormat::Wide)));
+        assert!(matches!(GetOutput::parse("jsonpath={.items[*].metadata.name}"), Ok(GetOutput::JsonPath(_))));
+        assert!(matches!(
+            GetOutput::parse("custom-columns=N:.metadata.name"),
+            Ok(GetOutput::CustomColumns(_))
+        ));
+        assert_eq!(GetOutput::parse("jsonpath-file=t.txt"), Ok(GetOutput::JsonPathFile("t.txt".into())));
+    }
+
+    #[test]
+    fn a_bad_template_or_format_is_refused_saying_why() {
+        for (s, needle) in [
+            ("jsonpath={.items[}", "unterminated array"),
+            ("jsonpath", "needs a value"),
+            ("custom-columns=NAME", "<header>:<json-path-expr>"),
+            ("jsonpath-file=", "needs a file name"),
+            ("xml", "allowed: table, wide, yaml, json, name, jsonpath=..."),
+            ("go-template={{.x}}", "unknown output format"),
+        ] {
+            let err = GetOutput::parse(s).unwrap_err();
+            assert!(err.contains(needle), "{s}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_template_file_is_read_and_parsed_and_a_bad_one_names_the_flag() {
+        let dir = std::env::temp_dir().join(format!("runner-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (good, bad) = (dir.join("good"), dir.join("bad"));
+        std::fs::write(&good, "{.kind}\n").unwrap();
+        std::fs::write(&bad, "{.kind").unwrap();
+        let loaded = GetOutput::JsonPathFile(good).load().unwrap();
+        assert_eq!(loaded, GetOutput::JsonPath(jsonpath::parse("{.kind}\n").unwrap()));
+        let err = GetOutput::JsonPathFile(bad).load().unwrap_err().to_string();
+        assert!(err.contains("-o jsonpath-file=") && err.contains("unclosed action"), "{err}");
+        let missing = GetOutput::CustomColumnsFile(dir.join("none")).load().unwrap_err();
+        assert!(matches!(missing, Error::Invalid(_)), "{missing}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     #[test]
     fn durations_accept_kubectl_spellings() {

@@ -265,7 +265,27 @@ mod tests {
     #[test]
     fn the_output_flag_offers_its_formats() {
         let v = values(plan(&words(&["get", "-o", ""])));
-        assert_eq!(v, vec!["table", "wide", "yaml", "json", "name"]);
+        let templates = ["jsonpath=", "jsonpath-file=", "custom-columns=", "custom-columns-file="];
+        assert_eq!(v, [&["table", "wide", "yaml", "json", "name"][..], &templates].concat());
+        assert_eq!(values(plan(&words(&["get", "-o", "js"]))), vec!["json", "jsonpath=", "jsonpath-file="]);
+    }
+
+    #[test]
+    fn delete_and_scale_offer_their_selection_flags() {
+        for verb in ["delete", "scale"] {
+            let v = values(plan(&words(&[verb, "--"])));
+            assert!(
+                v.contains(&"--all".to_string()) && v.contains(&"--selector".to_string()),
+                "{verb}: {v:?}"
+            );
+        }
+        assert!(values(plan(&words(&["delete", "--i"]))).contains(&"--interactive".to_string()));
+        assert!(values(plan(&words(&["scale", "--cu"]))).contains(&"--current-replicas".to_string()));
+        let get = values(plan(&words(&["get", "--s"])));
+        assert!(
+            get.contains(&"--sort-by".to_string()) && get.contains(&"--show-labels".to_string()),
+            "{get:?}"
+        );
     }
 
     #[test]

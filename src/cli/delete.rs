@@ -1,7 +1,9 @@
-//! `kubectl runner delete NAME... [--wait] [--timeout]`.
+//! `kubectl runner delete (NAME... | -l SELECTOR | --all) [-i] [--wait] [--timeout]`.
 //!
-//! [`delete`] sends the deletes; [`wait_gone`] polls until the Runner (held
-//! by the manager's cleanup finalizer) and its children are gone, and on
+//! [`selection`](super::selection) reads the Runners meant; with `-i` the
+//! user confirms the list first; [`delete_incarnation`] sends each delete,
+//! pinned to the UID read; [`wait_gone`] polls until the Runner (held by
+//! the manager's cleanup finalizer) and its children are gone, and on
 //! timeout returns what is still there, as data, so the message can name it
 //! and point at `diagnose`.
 
@@ -12,7 +14,8 @@ use kube::api::{Api, DeleteParams, Preconditions};
 
 use super::args::{parse_duration, validate_name};
 use super::output;
-use super::progress::Progress;
+use super::progress::{self, Answer, Progress, Terminal};
+use super::selection::{self, SelectFlags, Selection};
 use super::{Ctx, Globals};
 use crate::api::Runner;
 use crate::client::children::{self, Children};
@@ -24,14 +27,20 @@ const AFTER_HELP: &str = "\
 Examples:
   kubectl runner delete web
   kubectl runner delete web api --wait --timeout 2m
+  kubectl runner delete -l team=web -i
+  kubectl runner delete --all -A
   kubectl runner delete web --ignore-not-found";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct DeleteArgs {
     /// Runners to delete.
-    #[arg(required = true)]
     pub names: Vec<String>,
+    #[command(flatten)]
+    pub select: SelectFlags,
+    /// List the Runners and ask before deleting them; needs a terminal.
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
     /// Wait until each Runner, its children and its Pods are gone.
     #[arg(long)]
     pub wait: bool,
@@ -81,22 +90,6 @@ pub async fn delete_incarnation(
         }
         Err(e) => Err(Error::api("delete", "Runner", ns, name, e)),
     }
-}
-
-/// Deletes each Runner in `ns`, each only in the incarnation read just
-/// before ([`delete_incarnation`]). A missing one is reported, not an error.
-pub async fn delete(ctx: &Ctx, ns: &str, names: &[String]) -> Result<Vec<Deleted>> {
-    let api = runners::api(&ctx.client, Some(ns));
-    let mut out = Vec::new();
-    for name in names {
-        let Some(runner) = runners::get_opt(&ctx.client, ns, name).await? else {
-            out.push(Deleted::NotFound { name: name.clone() });
-            continue;
-        };
-        let uid = runner.uid();
-        out.push(delete_incarnation(&api, ns, name, uid).await?);
-    }
-    Ok(out)
 }
 
 /// What is left of a deleted Runner: empty means gone.
@@ -169,38 +162,73 @@ fn check_gone(ns: &str, name: &str, timeout: Duration, left: &Remaining) -> Resu
     })
 }
 
+/// What `-i` shows before asking, as kubectl lists it (with the namespace
+/// when `-A` spans several).
+pub fn confirmation(targets: &[(String, String)], all_namespaces: bool) -> String {
+    let mut text = format!("You are about to delete the following {} Runner(s):\n", targets.len());
+    for (ns, name) in targets {
+        text += &output::resource_name(name);
+        text += &if all_namespaces { format!(" (namespace {ns})\n") } else { "\n".into() };
+    }
+    text
+}
+
 pub async fn run(g: &Globals, a: DeleteArgs) -> Result<u8> {
     for n in &a.names {
         validate_name(n)?;
     }
+    let sel = Selection::parse(&a.names, &a.select, g.all_namespaces, "delete")?;
+    let terminal = Terminal::detect();
+    if a.interactive && !terminal.can_ask() {
+        return Err(Error::Invalid(
+            "--interactive asks on the terminal, but stdin or stderr is not one; \
+             run it in a terminal, or drop -i to delete without asking"
+                .into(),
+        ));
+    }
     let ctx = g.connect().await?;
-    let ns = ctx.namespace.clone();
-    let deleted = delete(&ctx, &ns, &a.names).await?;
+    let found = selection::resolve(&ctx, &sel).await?;
+    let targets: Vec<(String, String)> = found.runners.iter().map(selection::namespace_and_name).collect();
+    if targets.is_empty() && matches!(sel, Selection::Matching { .. }) {
+        let ns = (!g.all_namespaces).then_some(ctx.namespace.as_str());
+        eprint!("{}", output::no_resources(ns));
+    }
+    if a.interactive && !targets.is_empty() {
+        eprint!("{}", confirmation(&targets, g.all_namespaces));
+        if progress::ask_on("Do you want to continue?", false, terminal)? != Answer::Yes {
+            // As kubectl: declining is not a failure.
+            eprintln!("deletion is cancelled");
+            return Ok(super::exit::OK);
+        }
+    }
     let mut text = String::new();
-    let mut missing = Vec::new();
-    for d in &deleted {
-        match d {
-            Deleted::NotFound { name } => missing.push(name.clone()),
-            Deleted::Accepted { name, uid } => {
-                if a.wait {
-                    let progress = Progress::spinner(format!("deleting {name}"));
-                    let mut on_change = |l: &Remaining| {
-                        progress.set(format!("deleting {name}: waiting for {}", l.0.join(", ")))
-                    };
-                    let left = wait_gone(&ctx, &ns, name, uid.as_deref(), a.timeout, &mut on_change).await?;
-                    drop(progress);
-                    if let Err(e) = check_gone(&ns, name, a.timeout, &left) {
-                        output::emit(&text)?;
-                        return Err(e);
-                    }
-                }
-                text += &output::action_line(name, "deleted", None);
+    let mut missing = found.missing;
+    for (runner, (ns, name)) in found.runners.iter().zip(&targets) {
+        let api = runners::api(&ctx.client, Some(ns));
+        let uid = match delete_incarnation(&api, ns, name, runner.uid()).await? {
+            Deleted::NotFound { name } => {
+                missing.push(name);
+                continue;
+            }
+            Deleted::Accepted { uid, .. } => uid,
+        };
+        if a.wait {
+            let progress = Progress::spinner(format!("deleting {name}"));
+            let mut on_change =
+                |l: &Remaining| progress.set(format!("deleting {name}: waiting for {}", l.0.join(", ")));
+            let left = wait_gone(&ctx, ns, name, uid.as_deref(), a.timeout, &mut on_change).await?;
+            drop(progress);
+            if let Err(e) = check_gone(ns, name, a.timeout, &left) {
+                output::emit(&text)?;
+                return Err(e);
             }
         }
+        let where_ = g.all_namespaces.then(|| format!("namespace {ns}"));
+        text += &output::action_line(name, "deleted", where_.as_deref());
     }
     output::emit(&text)?;
     if !missing.is_empty() && !a.ignore_not_found {
-        return Err(Error::RunnersNotFound { namespace: ns, names: missing });
+        return Err(Error::RunnersNotFound { namespace: ctx.namespace.clone(), names: missing });
     }
     Ok(super::exit::OK)
 }
@@ -235,6 +263,18 @@ mod tests {
         assert_eq!(dp["preconditions"], json!({ "uid": "u1" }));
         let none = serde_json::to_value(delete_params(None)).unwrap();
         assert!(none.get("preconditions").is_none_or(serde_json::Value::is_null), "{none}");
+    }
+
+    #[test]
+    fn interactive_lists_each_runner_and_its_namespace_only_across_namespaces() {
+        let targets = [("a".to_string(), "web".to_string()), ("b".to_string(), "api".to_string())];
+        let text = confirmation(&targets, false);
+        assert_eq!(
+            text,
+            "You are about to delete the following 2 Runner(s):\n\
+             runner.lab.cloudlab.training/web\nrunner.lab.cloudlab.training/api\n"
+        );
+        assert!(confirmation(&targets, true).contains("runner.lab.cloudlab.training/api (namespace b)\n"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod progress;
 pub mod run_manager;
 pub mod runner_file;
 pub mod scale;
+pub mod selection;
 pub mod uninstall;
 
 pub use crate::exit;
@@ -60,7 +61,7 @@ pub struct Globals {
     /// Namespace to use (default: the kubeconfig context's namespace).
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// Act on all namespaces where that makes sense (get, diagnose).
+    /// Act on all namespaces where that makes sense (get, diagnose; delete and scale with -l or --all).
     #[arg(short = 'A', long = "all-namespaces", global = true)]
     pub all_namespaces: bool,
     /// Kubeconfig context to use.

@@ -24,11 +24,14 @@ use crate::api::{GROUP, Runner, condition};
 use crate::client::children::Children;
 use crate::error::{Error, Result};
 
+pub mod columns;
 pub mod describe;
 pub mod diagnose;
 pub mod e2e;
 pub mod failure;
+pub mod jsonpath;
 pub mod safe;
+pub mod sort;
 pub use describe::{describe, event_time};
 pub use safe::Safe;
 
@@ -142,6 +145,8 @@ pub struct TableOpts {
     pub wide: bool,
     /// Print the header row (off for rows streamed by `get -w`).
     pub header: bool,
+    /// Add LABELS last, as `--show-labels`.
+    pub labels: bool,
 }
 
 /// The `kubectl get`-style table. `children` is consulted only when wide.
@@ -161,6 +166,9 @@ fn header_cells(opts: TableOpts) -> Vec<&'static str> {
     }
     if opts.wide {
         header.extend(["CHILDREN", "REASON"]);
+    }
+    if opts.labels {
+        header.push("LABELS");
     }
     header
 }
@@ -195,7 +203,19 @@ fn runner_cells(r: &Runner, opts: TableOpts, children: &ChildIndex, now: Timesta
             .filter(|r| !r.is_empty());
         row.push(reason.unwrap_or_else(|| "<none>".into()).into());
     }
+    if opts.labels {
+        row.push(labels(r.metadata.labels.as_ref()).into());
+    }
     row
+}
+
+/// Labels as `--show-labels` prints them: `k=v` sorted by key, joined by
+/// commas, or `<none>`.
+pub fn labels(labels: Option<&std::collections::BTreeMap<String, String>>) -> String {
+    match labels {
+        Some(m) if !m.is_empty() => m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
+        _ => "<none>".into(),
+    }
 }
 
 /// Rows streamed by `get -w`, aligned with the table printed first (as
@@ -307,6 +327,16 @@ pub fn watch_event(r: &Runner, format: GetFormat) -> String {
         GetFormat::Json => serde_json::to_string(&r).unwrap_or_default() + "\n",
         GetFormat::Yaml => format!("---\n{}", yaml(&r)),
         _ => resource_name(&r.name_any()) + "\n",
+    }
+}
+
+/// Runners as kubectl hands them to `-o jsonpath`, `-o custom-columns` and
+/// `--sort-by`: the object itself for `get NAME` (`single`), else a `List`;
+/// with managedFields, which kubectl hides only from `-o json` and `-o yaml`.
+pub fn runners_data(items: &[Runner], single: bool) -> serde_json::Value {
+    match items {
+        [one] if single => serde_json::to_value(one).unwrap_or_default(),
+        _ => list(items),
     }
 }
 

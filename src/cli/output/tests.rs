@@ -69,7 +69,7 @@ web    nginx:1.27   2          2/2     Available   http://web.ns.svc:80   5m
 #[test]
 fn all_namespaces_puts_namespace_first_and_a_runner_without_status_is_pending() {
     let rs = [runner("a", "web", json!(null)), runner("b", "api", available())];
-    let opts = TableOpts { namespace_column: true, header: true, wide: false };
+    let opts = TableOpts { namespace_column: true, header: true, ..Default::default() };
     let out = runner_table(&rs, opts, &BTreeMap::new(), now());
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("NAMESPACE   NAME"), "{out}");
@@ -202,7 +202,7 @@ fn tables_show_control_characters_from_the_cluster_escaped() {
     let rs = [hostile_runner()];
     for opts in [
         TableOpts { header: true, ..Default::default() },
-        TableOpts { header: true, wide: true, namespace_column: true },
+        TableOpts { header: true, wide: true, namespace_column: true, labels: false },
     ] {
         let out = runner_table(&rs, opts, &BTreeMap::new(), now());
         assert_eq!(raw_controls(&out), Vec::<char>::new(), "{out}");
