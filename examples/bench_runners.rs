@@ -163,7 +163,7 @@ async fn create(client: Client, ns: &str, n: usize, image: &str) -> anyhow::Resu
         .iter()
         .map(|name| {
             let (api, name) = (api.clone(), name.clone());
-            let spec = RunnerSpec { image: image.to_string(), replicas: 1, port: 80, host: None };
+            let spec = RunnerSpec::new(image);
             tokio::spawn(async move {
                 let sent = Instant::now();
                 let res = api.create(&PostParams::default(), &Runner::new(&name, spec)).await;

@@ -24,7 +24,7 @@ static CRD_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const MANAGER: &str = "kubectl-runner-tests";
 
 fn spec() -> RunnerSpec {
-    RunnerSpec { image: "nginx:1.27".into(), replicas: 1, port: 80, host: None }
+    RunnerSpec::new("nginx:1.27")
 }
 
 fn runner(name: &str, spec: RunnerSpec) -> Runner {

@@ -37,7 +37,7 @@ fn start_apiserver() {
 }
 
 async fn create(ns: &TestNs, i: usize) -> bool {
-    let spec = RunnerSpec { image: "nginx:1.27".into(), replicas: 1, port: 80, host: None };
+    let spec = RunnerSpec::new("nginx:1.27");
     ns.api::<Runner>().create(&PostParams::default(), &Runner::new(&format!("r{i}"), spec)).await.is_ok()
 }
 

@@ -37,7 +37,7 @@ fn ctx(ns: &TestNs) -> Ctx {
 }
 
 fn runner(ns: &TestNs, name: &str) -> Runner {
-    let spec = RunnerSpec { image: "nginx:1.27".into(), replicas: 1, port: 80, host: None };
+    let spec = RunnerSpec::new("nginx:1.27");
     create::from_flags(name, &ns.name, spec).unwrap()
 }
 

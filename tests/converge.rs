@@ -23,7 +23,7 @@ use support::{ManagerHandle, TestNs, ensure_crd, wait_for};
 const T: Duration = Duration::from_secs(60);
 
 fn spec(port: i32) -> RunnerSpec {
-    RunnerSpec { image: "nginx:1.27".into(), replicas: 2, port, host: None }
+    RunnerSpec::new("nginx:1.27").replicas(2).port(port)
 }
 
 async fn start(prefix: &str) -> (TestNs, ManagerHandle) {

@@ -97,7 +97,7 @@ async fn a_random_walk_of_spec_changes_by_every_writer_converges_after_each_step
     let ns = TestNs::new("walk").await;
     ensure_crd(&ns.client).await;
     let api = ns.api::<Runner>();
-    let mut spec = RunnerSpec { image: IMAGES[0].into(), replicas: 1, port: 80, host: None };
+    let mut spec = RunnerSpec::new(IMAGES[0]);
     let mut mgr = Some(ManagerHandle::start(&ns.client, &ns.name));
     api.create(&PostParams::default(), &Runner::new("web", spec.clone())).await.unwrap();
     oracle::wait_converged(&ns, "web", true, T, &format!("seed {seed}, initial")).await;

@@ -20,7 +20,7 @@ use support::{ManagerHandle, TestNs, ensure_crd, wait_for};
 const T: Duration = Duration::from_secs(60);
 
 fn spec(image: &str, replicas: i32) -> RunnerSpec {
-    RunnerSpec { image: image.into(), replicas, port: 80, host: None }
+    RunnerSpec::new(image).replicas(replicas)
 }
 
 async fn create(ns: &TestNs, name: &str, spec: RunnerSpec) -> Runner {

@@ -51,8 +51,7 @@ async fn the_manager_does_its_job_with_only_the_generated_rbac() {
     }));
 
     let runners = ns.api::<Runner>();
-    let spec =
-        RunnerSpec { image: "nginx".into(), replicas: 2, port: 80, host: Some("rbac.example.test".into()) };
+    let spec = RunnerSpec::new("nginx").replicas(2).host("rbac.example.test".into());
     runners.create(&PostParams::default(), &Runner::new("web", spec)).await.unwrap();
     wait_for("Runner Available via the ServiceAccount", T, || {
         let runners = runners.clone();

@@ -168,7 +168,7 @@ async fn with_the_preflight_skipped_each_runner_meets_the_service_accounts_denia
         "--skip-preflight",
     ]);
     let manager = spawn(&args);
-    let spec = RunnerSpec { image: "nginx:1.27".into(), replicas: 1, port: 80, host: None };
+    let spec = RunnerSpec::new("nginx:1.27");
     let runners = ns.api::<Runner>();
     runners.create(&PostParams::default(), &Runner::new("web", spec)).await.expect("create Runner");
     let message = wait_for("the Runner to report the denied create", Duration::from_secs(60), || {

@@ -11,7 +11,7 @@ use super::args::{ObjectFormat, parse_duration, validate_name};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
-use crate::api::{DEFAULT_PORT, FIELD_MANAGER, Runner, RunnerSpec};
+use crate::api::{FIELD_MANAGER, Runner, RunnerSpec};
 use crate::client::runners;
 use crate::error::{Error, Result};
 
@@ -43,9 +43,7 @@ pub struct ScaleArgs {
 /// the message is identical to `create`'s ("spec.replicas: 4 is out of
 /// range; allowed 1..=3"). The other fields are placeholders that pass.
 pub fn validate_replicas(replicas: i32) -> Result<()> {
-    RunnerSpec { image: "placeholder".into(), replicas, port: DEFAULT_PORT, host: None }
-        .validate()
-        .map_err(Error::Invalid)
+    RunnerSpec::new("placeholder").replicas(replicas).validate().map_err(Error::Invalid)
 }
 
 /// Merge-patches `spec.replicas` through the scale subresource, with

@@ -61,6 +61,7 @@ pub enum Code {
     IngressHostMismatch,
     // workload
     ProgressDeadlineExceeded,
+    PodsRefused,
     PodWaiting,
     PodUnschedulable,
     // status
@@ -97,6 +98,7 @@ impl Code {
             Code::IngressWithoutHost => "ingress-without-host",
             Code::IngressHostMismatch => "ingress-host-mismatch",
             Code::ProgressDeadlineExceeded => "progress-deadline-exceeded",
+            Code::PodsRefused => "pods-refused",
             Code::PodWaiting => "pod-waiting",
             Code::PodUnschedulable => "pod-unschedulable",
             Code::GenerationBehind => "generation-behind",
@@ -208,6 +210,7 @@ mod tests {
         Code::IngressWithoutHost,
         Code::IngressHostMismatch,
         Code::ProgressDeadlineExceeded,
+        Code::PodsRefused,
         Code::PodWaiting,
         Code::PodUnschedulable,
         Code::GenerationBehind,
@@ -244,6 +247,7 @@ mod tests {
                 | Code::IngressWithoutHost
                 | Code::IngressHostMismatch
                 | Code::ProgressDeadlineExceeded
+                | Code::PodsRefused
                 | Code::PodWaiting
                 | Code::PodUnschedulable
                 | Code::GenerationBehind

@@ -3,12 +3,15 @@
 //! rollout is what the Runner's status reports.
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStatus};
-use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecurityContext,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
 use super::view::Labels;
-use super::{ChildKind, Facts, Merge, meta};
+use super::{ChildKind, Facts, Merge, meta, pod_fields};
 use crate::api::Runner;
 use crate::rollout::{self, RolloutSource};
 
@@ -31,6 +34,9 @@ impl ChildKind for Deployments {
             &["spec", "template", "spec", "containers", "[]", "ports"],
             Merge::KeyedNamed(&["containerPort", "protocol"]),
         ),
+        // The apiserver stores quantities canonically: `0.5` comes back `500m`.
+        (&["spec", "template", "spec", "containers", "[]", "resources", "requests"], Merge::Quantities),
+        (&["spec", "template", "spec", "containers", "[]", "resources", "limits"], Merge::Quantities),
     ];
 
     fn desired(runner: &Runner) -> Option<Deployment> {
@@ -44,6 +50,13 @@ impl ChildKind for Deployments {
                 protocol: Some("TCP".into()),
                 ..Default::default()
             }]),
+            resources: spec.resources.as_ref().map(pod_fields::resources),
+            security_context: spec.pod_security.map(pod_fields::container_security),
+            ..Default::default()
+        };
+        let pod = PodSpec {
+            containers: vec![container],
+            security_context: spec.pod_security.map(pod_fields::pod_security),
             ..Default::default()
         };
         Some(Deployment {
@@ -53,7 +66,7 @@ impl ChildKind for Deployments {
                 selector: meta::selector(runner),
                 template: PodTemplateSpec {
                     metadata: Some(ObjectMeta { labels: Some(meta::labels(runner)), ..Default::default() }),
-                    spec: Some(PodSpec { containers: vec![container], ..Default::default() }),
+                    spec: Some(pod),
                 },
                 ..Default::default()
             },
@@ -132,20 +145,30 @@ pub struct LabelsView {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSpecView {
     /// Every container: ours is matched by name, the others stay theirs.
     #[serde(default)]
     pub containers: Vec<ContainerView>,
+    /// Set with `spec.podSecurity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
 }
 
-/// Name, image and ports: what the desired container sets.
+/// Name, image, ports, resources and security context: what the desired
+/// container sets.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContainerView {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ContainerPort>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
 }
 
 impl RolloutSource for DeploymentView {

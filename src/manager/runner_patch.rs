@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn adding_the_first_finalizer_is_guarded_by_the_resource_version() {
-        let mut r = Runner::new("web", RunnerSpec { image: "x".into(), replicas: 1, port: 80, host: None });
+        let mut r = Runner::new("web", RunnerSpec::new("x"));
         r.metadata.resource_version = Some("41".into());
         let ops = add_finalizer_ops(&r);
         assert_eq!(ops[0], json!({ "op": "test", "path": "/metadata/resourceVersion", "value": "41" }));

@@ -66,7 +66,7 @@ pub async fn create_runner(ns: &TestNs, name: &str, spec: RunnerSpec, finalizer:
 }
 
 pub fn spec(image: &str) -> RunnerSpec {
-    RunnerSpec { image: image.into(), replicas: 1, port: 80, host: None }
+    RunnerSpec::new(image)
 }
 
 /// A ServiceAccount `name` in the test namespace, bound to a Role with

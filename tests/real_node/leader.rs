@@ -51,7 +51,7 @@ async fn of_two_replicas_one_reconciles_and_a_deleted_leader_hands_over_within_t
     let _binding = bind_metrics_reader(&client, &ns.name, "scraper").await;
     let token = new_service_account_token(&client, &ns.name, "scraper").await;
     let runners: Api<Runner> = ns.api();
-    let spec = RunnerSpec { image: WEB_IMAGE.into(), replicas: 1, port: WEB_PORT, host: None };
+    let spec = RunnerSpec::new(WEB_IMAGE).port(WEB_PORT);
     runners
         .create(&Default::default(), &create::from_flags("web", &ns.name, spec).expect("valid"))
         .await

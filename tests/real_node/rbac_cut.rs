@@ -75,7 +75,7 @@ async fn without_its_deployment_rules_the_ready_manager_creates_no_children_diag
     })
     .await;
 
-    let spec = RunnerSpec { image: WEB_IMAGE.into(), replicas: 1, port: WEB_PORT, host: None };
+    let spec = RunnerSpec::new(WEB_IMAGE).port(WEB_PORT);
     let runner = create::from_flags("web", &ns.name, spec).expect("valid Runner");
     let runners: Api<Runner> = ns.api();
     runners.create(&Default::default(), &runner).await.expect("create Runner");

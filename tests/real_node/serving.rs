@@ -25,7 +25,7 @@ async fn the_manager_image_runs_on_the_real_node_and_its_runner_answers_http_thr
     eprintln!("manager Ready {:.1} s after install", to_ready.as_secs_f64());
 
     // A Runner whose Pods are real web servers.
-    let spec = RunnerSpec { image: WEB_IMAGE.into(), replicas: 1, port: WEB_PORT, host: None };
+    let spec = RunnerSpec::new(WEB_IMAGE).port(WEB_PORT);
     let runner = create::from_flags("web", &ns.name, spec).expect("valid Runner");
     let runners: Api<Runner> = ns.api();
     runners.create(&Default::default(), &runner).await.expect("create Runner");

@@ -51,7 +51,7 @@ async fn an_upgrade_to_a_second_image_tag_rolls_out_to_completion_and_the_new_po
     .await;
     eprintln!("v2 leads {:.1} s after install", upgraded_at.elapsed().as_secs_f64());
 
-    let spec = RunnerSpec { image: WEB_IMAGE.into(), replicas: 1, port: WEB_PORT, host: None };
+    let spec = RunnerSpec::new(WEB_IMAGE).port(WEB_PORT);
     let runners: Api<Runner> = ns.api();
     runners
         .create(&Default::default(), &create::from_flags("after-upgrade", &ns.name, spec).expect("valid"))
