@@ -91,7 +91,7 @@ impl Amounts {
 
 /// CEL rule on each quantity; the schema's `pattern` checks its form.
 pub fn positive_cel() -> Rule {
-    Rule::new("isQuantity(self) && quantity(self).sign() == 1").message(QUANTITY_RULE)
+    Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message(QUANTITY_RULE)
 }
 
 /// CEL rule on `spec.resources`: the request of `resource` is at most its limit.
