@@ -3,7 +3,7 @@
 //! ValidatingAdmissionPolicy), no Pod exists whose state the Pod checks
 //! could read: the only trace is the Deployment's `ReplicaFailure`
 //! condition (reason `FailedCreate`) with the apiserver's message. The
-//! rollout ([`crate::rollout::of`]) reads it with [`refusal`]; the
+//! rollout (`rollout::of`) reads it with [`refusal`]; the
 //! manager's status (reason [`REASON`], phase Failed) and `diagnose` (an
 //! error naming what refused the Pods and the fix) both read the rollout,
 //! so they cannot disagree.

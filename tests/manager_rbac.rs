@@ -51,7 +51,7 @@ async fn the_manager_does_its_job_with_only_the_generated_rbac() {
     }));
 
     let runners = ns.api::<Runner>();
-    let spec = RunnerSpec::new("nginx").replicas(2).host("rbac.example.test".into());
+    let spec = RunnerSpec::new("nginx").replicas(2).host("rbac.example.test");
     runners.create(&PostParams::default(), &Runner::new("web", spec)).await.unwrap();
     wait_for("Runner Available via the ServiceAccount", T, || {
         let runners = runners.clone();

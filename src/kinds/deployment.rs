@@ -240,6 +240,41 @@ mod tests {
         assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
     }
 
+    fn c(live: &mut serde_json::Value) -> &mut serde_json::Value {
+        &mut live["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    #[test]
+    fn quantities_stored_canonically_are_not_drift_but_a_changed_limit_or_profile_is() {
+        let r = runner();
+        let want = body(&desired(&r));
+        let mut live = live_deployment(&r);
+        c(&mut live)["resources"]["requests"]["cpu"] = json!("100m"); // every_field says 0.1
+        assert!(is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        c(&mut live)["resources"]["limits"]["memory"] = json!("256Mi");
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        c(&mut live)["securityContext"]["allowPrivilegeEscalation"] = json!(true);
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        live["spec"]["template"]["spec"]["securityContext"] = json!({});
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+    }
+
+    #[test]
+    fn without_the_new_fields_the_pod_template_is_as_before() {
+        let mut r = runner();
+        r.spec = crate::api::RunnerSpec::new("nginx:1.27");
+        let v = as_json(&desired(&r));
+        let pod = &v["spec"]["template"]["spec"];
+        assert!(pod.get("securityContext").is_none(), "{pod}");
+        assert!(
+            pod["containers"][0].get("securityContext").is_none()
+                && pod["containers"][0].get("resources").is_none()
+        );
+    }
+
     #[test]
     fn a_sidecar_and_foreign_labels_are_not_drift() {
         let r = runner();
