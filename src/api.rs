@@ -7,13 +7,15 @@
 //! `RunnerSpec::validate()` on the client side, so a value the CLI accepts is
 //! a value the apiserver accepts.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod pod;
 pub mod rules;
+mod status;
+pub use pod::{Amounts, PodSecurity, Resources};
 pub use rules::{HOST_PATTERN, MAX_HOST_LEN, MAX_IMAGE_LEN, MAX_NAME_LEN};
+pub use status::{Phase, RunnerStatus, condition};
 
 /// API group of the Runner.
 pub const GROUP: &str = "lab.cloudlab.training";
@@ -97,6 +99,15 @@ pub struct RunnerSpec {
     #[schemars(pattern(HOST_PATTERN))]
     #[x_kube(validation = rules::host_cel())]
     pub host: Option<String>,
+    /// Optional requests and limits for cpu and memory of the container; a
+    /// ResourceQuota on cpu or memory refuses Pods without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// Optional Pod Security profile: `restricted` makes the Pods satisfy the
+    /// restricted standard (the image must run as a non-root user). Unset,
+    /// the Pods run as the image says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security: Option<PodSecurity>,
 }
 
 fn default_replicas() -> i32 {
@@ -107,82 +118,19 @@ fn default_port() -> i32 {
     DEFAULT_PORT
 }
 
-/// Coarse lifecycle of a Runner, as the `Phase` column shows it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
-pub enum Phase {
-    #[default]
-    Pending,
-    Progressing,
-    Available,
-    Failed,
-    Terminating,
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match self {
-            Phase::Pending => "Pending",
-            Phase::Progressing => "Progressing",
-            Phase::Available => "Available",
-            Phase::Failed => "Failed",
-            Phase::Terminating => "Terminating",
-        };
-        f.write_str(s)
-    }
-}
-
-/// What the manager observed. Written only through the status subresource.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RunnerStatus {
-    /// The generation this status describes; behind `metadata.generation`
-    /// means the manager has not caught up with the latest spec.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Pods the Deployment has (for the scale subresource).
-    #[serde(default)]
-    pub replicas: i32,
-    #[serde(default)]
-    pub ready_replicas: i32,
-    #[serde(default)]
-    pub updated_replicas: i32,
-    #[serde(default)]
-    pub available_replicas: i32,
-    #[serde(default)]
-    pub phase: Phase,
-    /// `http://<host>` with an Ingress, else the in-cluster Service URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// A sentence for humans: "2/3 replicas ready", or a Pod's waiting reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Label selector of the Pods, as a string (for the scale subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// `Ready`, and `ChildrenOwned` (reason `AdoptionRefused` when a same-name
-    /// object belongs to someone else). Keyed by `type`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Vec<Condition>,
-}
-
-/// Condition types the manager writes.
-pub mod condition {
-    /// True when every desired replica of the current revision is available.
-    pub const READY: &str = "Ready";
-    /// False with reason `AdoptionRefused` when a child's name is taken.
-    pub const CHILDREN_OWNED: &str = "ChildrenOwned";
-    pub const REASON_ADOPTION_REFUSED: &str = "AdoptionRefused";
-    /// Ready is False with this reason when the apiserver refuses a child.
-    pub const REASON_CHILD_REJECTED: &str = "ChildRejected";
-}
-
 impl RunnerSpec {
     /// A spec for `image` with every other field at its default (the
     /// defaults the schema applies): build on it with the setters below, so
     /// a new optional field changes this one place, not every caller.
     pub fn new(image: impl Into<String>) -> RunnerSpec {
-        RunnerSpec { image: image.into(), replicas: DEFAULT_REPLICAS, port: DEFAULT_PORT, host: None }
+        RunnerSpec {
+            image: image.into(),
+            replicas: DEFAULT_REPLICAS,
+            port: DEFAULT_PORT,
+            host: None,
+            resources: None,
+            pod_security: None,
+        }
     }
 
     pub fn replicas(mut self, replicas: i32) -> RunnerSpec {
@@ -200,6 +148,16 @@ impl RunnerSpec {
         self
     }
 
+    pub fn resources(mut self, resources: Resources) -> RunnerSpec {
+        self.resources = Some(resources);
+        self
+    }
+
+    pub fn pod_security(mut self, profile: PodSecurity) -> RunnerSpec {
+        self.pod_security = Some(profile);
+        self
+    }
+
     /// A valid spec with every optional field set and every child kind
     /// wanted, for tests: a view or drift rule that forgets a new field
     /// then fails a test instead of writing on every pass. Add a new field
@@ -211,6 +169,11 @@ impl RunnerSpec {
             replicas: 2,
             port: 8080,
             host: Some("web.example.com".into()),
+            resources: Some(Resources {
+                requests: Some(Amounts { cpu: Some("0.1".into()), memory: Some("64Mi".into()) }),
+                limits: Some(Amounts { cpu: Some("500m".into()), memory: Some("128Mi".into()) }),
+            }),
+            pod_security: Some(PodSecurity::Restricted),
         }
     }
 
@@ -230,6 +193,9 @@ impl RunnerSpec {
         }
         if let Some(host) = &self.host {
             rules::check_host(host)?;
+        }
+        if let Some(resources) = &self.resources {
+            pod::check_resources(resources)?;
         }
         Ok(())
     }

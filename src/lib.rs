@@ -34,6 +34,7 @@ pub mod kinds;
 pub mod manager;
 pub mod manifests;
 pub mod ownership;
+pub mod pod_admission;
 pub mod rbac;
 pub mod rollout;
 pub mod service_account;

@@ -4,6 +4,8 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 
+use crate::pod_admission::{self, PodsRefused};
+
 /// Pod waiting reasons that will not fix themselves: the Runner's phase is
 /// Failed, and `diagnose` reports them as errors. Others (ContainerCreating,
 /// PodInitializing, ...) are progress.
@@ -53,6 +55,8 @@ pub struct Rollout {
     pub complete: bool,
     /// The message of a Progressing=ProgressDeadlineExceeded condition.
     pub deadline_exceeded: Option<String>,
+    /// Admission refuses to create the Pods ([`crate::pod_admission`]).
+    pub pods_refused: Option<PodsRefused>,
 }
 
 /// The rollout of `d` towards `desired` replicas (None: no Deployment yet).
@@ -65,9 +69,9 @@ pub fn of<D: RolloutSource>(d: Option<&D>, desired: i32) -> Rollout {
         st.available_replicas.unwrap_or(0),
         st.replicas.unwrap_or(0),
     );
-    let deadline_exceeded = st
-        .conditions
-        .unwrap_or_default()
+    let conditions = st.conditions.unwrap_or_default();
+    let pods_refused = pod_admission::refusal(&conditions);
+    let deadline_exceeded = conditions
         .into_iter()
         .find(|c| {
             c.type_.as_deref() == Some("Progressing")
@@ -75,7 +79,7 @@ pub fn of<D: RolloutSource>(d: Option<&D>, desired: i32) -> Rollout {
         })
         .map(|c| c.message.unwrap_or_default());
     let complete = caught_up && updated == desired && available == desired && total == desired;
-    Rollout { ready, updated, available, total, caught_up, complete, deadline_exceeded }
+    Rollout { ready, updated, available, total, caught_up, complete, deadline_exceeded, pods_refused }
 }
 
 #[cfg(test)]

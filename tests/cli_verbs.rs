@@ -43,7 +43,7 @@ async fn make(
     host: Option<&str>,
     labels: &[(&str, &str)],
 ) {
-    let spec = RunnerSpec { image: image.into(), replicas, port: 80, host: host.map(String::from) };
+    let spec = RunnerSpec { host: host.map(String::from), ..RunnerSpec::new(image).replicas(replicas) };
     let mut r = create::from_flags(name, &ns.name, spec).unwrap();
     r.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     ns.api::<Runner>().create(&PostParams::default(), &r).await.expect("create Runner");

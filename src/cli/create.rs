@@ -15,7 +15,9 @@ use super::args::{DryRun, ObjectFormat, parse_duration, validate_name};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
-use crate::api::{DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, Runner, RunnerSpec};
+use crate::api::{
+    Amounts, DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, PodSecurity, Resources, Runner, RunnerSpec,
+};
 use crate::client::runners;
 use crate::error::{Error, Result};
 
@@ -26,6 +28,8 @@ Examples:
   kubectl runner create web --image nginx:1.27
   kubectl runner create web --image nginx:1.27 --replicas 2 --host web.example.com --wait
   kubectl runner create web --image nginx:1.27 --dry-run=client -o yaml > web.yaml
+  kubectl runner create web --image nginxinc/nginx-unprivileged:1.27 --port 8080 --pod-security restricted \\
+      --requests cpu=100m,memory=64Mi --limits cpu=500m,memory=128Mi
   kubectl runner create -f web.yaml";
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +50,15 @@ pub struct CreateArgs {
     /// Host name; makes an Ingress that routes it to the Service.
     #[arg(long)]
     pub host: Option<String>,
+    /// Requests of the container, e.g. cpu=100m,memory=64Mi.
+    #[arg(long, value_name = "cpu=Q,memory=Q", value_parser = parse_amounts)]
+    pub requests: Option<Amounts>,
+    /// Limits of the container, e.g. cpu=500m,memory=128Mi (a ResourceQuota on cpu or memory needs them).
+    #[arg(long, value_name = "cpu=Q,memory=Q", value_parser = parse_amounts)]
+    pub limits: Option<Amounts>,
+    /// Make the Pods satisfy a Pod Security profile: restricted (the image must run as a non-root user).
+    #[arg(long, value_name = "PROFILE", value_parser = |s: &str| s.parse::<PodSecurity>())]
+    pub pod_security: Option<PodSecurity>,
     /// Create from a Runner manifest (several YAML documents allowed; `-` is stdin).
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub filename: Option<PathBuf>,
@@ -61,6 +74,26 @@ pub struct CreateArgs {
     /// Print the created object instead of a one-line summary.
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<ObjectFormat>,
+}
+
+/// `cpu=100m,memory=64Mi` as amounts; the quantities themselves are checked
+/// with the rest of the spec, so the message names the spec field.
+fn parse_amounts(s: &str) -> std::result::Result<Amounts, String> {
+    let mut a = Amounts::default();
+    for pair in s.split(',').filter(|p| !p.is_empty()) {
+        let slot = match pair.split_once('=') {
+            Some(("cpu", v)) => (&mut a.cpu, v),
+            Some(("memory", v)) => (&mut a.memory, v),
+            _ => return Err(format!("{pair:?}: expected cpu=QUANTITY or memory=QUANTITY, comma-separated")),
+        };
+        *slot.0 = Some(slot.1.to_string());
+    }
+    Ok(a)
+}
+
+/// `spec.resources` from `--requests` and `--limits`, if either was given.
+fn resources(requests: Option<Amounts>, limits: Option<Amounts>) -> Option<Resources> {
+    (requests.is_some() || limits.is_some()).then_some(Resources { requests, limits })
 }
 
 /// A Runner from flags, validated with the same bounds as the CRD schema.
@@ -149,6 +182,8 @@ pub async fn run(g: &Globals, a: CreateArgs) -> Result<u8> {
                 host: a.host.clone(),
                 ..RunnerSpec::new(image.clone()).replicas(a.replicas).port(a.port)
             };
+            let spec = RunnerSpec { resources: resources(a.requests.clone(), a.limits.clone()), ..spec };
+            let spec = RunnerSpec { pod_security: a.pod_security, ..spec };
             vec![from_flags(name, requested_ns.as_deref().unwrap_or(""), spec)?]
         }
         _ => return Err(Error::Invalid("give NAME and --image, or -f FILE".into())),
@@ -211,6 +246,18 @@ mod tests {
         let err = from_flags("web", "ns", spec(4)).unwrap_err();
         assert!(matches!(err, Error::Invalid(_)));
         assert!(err.to_string().contains("spec.replicas: 4 is out of range; allowed 1..=3"), "{err}");
+    }
+
+    #[test]
+    fn resource_flags_become_spec_resources_and_bad_quantities_name_the_field() {
+        let a = parse_amounts("cpu=100m,memory=64Mi").unwrap();
+        assert_eq!((a.cpu.as_deref(), a.memory.as_deref()), (Some("100m"), Some("64Mi")));
+        assert!(parse_amounts("gpu=1").unwrap_err().contains("cpu=QUANTITY"));
+        assert_eq!(resources(None, None), None);
+        let limits = parse_amounts("cpu=lots").unwrap();
+        let spec = RunnerSpec { resources: resources(None, Some(limits)), ..spec(1) };
+        let err = from_flags("web", "ns", spec).unwrap_err().to_string();
+        assert!(err.contains("spec.resources.limits.cpu: \"lots\" must be a positive quantity"), "{err}");
     }
 
     #[test]

@@ -100,6 +100,7 @@ codes! {
         ProgressDeadlineExceeded = "progress-deadline-exceeded",
         PodWaiting = "pod-waiting",
         PodUnschedulable = "pod-unschedulable",
+        PodsRefused = "pods-refused",
     }
     /// The Runner's status and Events.
     Status {

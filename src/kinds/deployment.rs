@@ -3,12 +3,15 @@
 //! rollout is what the Runner's status reports.
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStatus};
-use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecurityContext,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
 use super::view::Labels;
-use super::{ChildKind, Facts, Merge, meta};
+use super::{ChildKind, Facts, Merge, meta, pod_fields};
 use crate::api::Runner;
 use crate::rollout::{self, RolloutSource};
 
@@ -31,6 +34,9 @@ impl ChildKind for Deployments {
             &["spec", "template", "spec", "containers", "[]", "ports"],
             Merge::KeyedNamed(&["containerPort", "protocol"]),
         ),
+        // The apiserver stores quantities canonically: `0.5` comes back `500m`.
+        (&["spec", "template", "spec", "containers", "[]", "resources", "requests"], Merge::Quantities),
+        (&["spec", "template", "spec", "containers", "[]", "resources", "limits"], Merge::Quantities),
     ];
 
     fn desired(runner: &Runner) -> Option<Deployment> {
@@ -44,6 +50,13 @@ impl ChildKind for Deployments {
                 protocol: Some("TCP".into()),
                 ..Default::default()
             }]),
+            resources: spec.resources.as_ref().map(pod_fields::resources),
+            security_context: spec.pod_security.map(pod_fields::container_security),
+            ..Default::default()
+        };
+        let pod = PodSpec {
+            containers: vec![container],
+            security_context: spec.pod_security.map(pod_fields::pod_security),
             ..Default::default()
         };
         Some(Deployment {
@@ -53,7 +66,7 @@ impl ChildKind for Deployments {
                 selector: meta::selector(runner),
                 template: PodTemplateSpec {
                     metadata: Some(ObjectMeta { labels: Some(meta::labels(runner)), ..Default::default() }),
-                    spec: Some(PodSpec { containers: vec![container], ..Default::default() }),
+                    spec: Some(pod),
                 },
                 ..Default::default()
             },
@@ -132,20 +145,30 @@ pub struct LabelsView {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSpecView {
     /// Every container: ours is matched by name, the others stay theirs.
     #[serde(default)]
     pub containers: Vec<ContainerView>,
+    /// Set with `spec.podSecurity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
 }
 
-/// Name, image and ports: what the desired container sets.
+/// Name, image, ports, resources and security context: what the desired
+/// container sets.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContainerView {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ContainerPort>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
 }
 
 impl RolloutSource for DeploymentView {
@@ -215,6 +238,41 @@ mod tests {
         let mut live = live_deployment(&r);
         live["spec"]["selector"]["matchLabels"]["extra"] = json!("x");
         assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+    }
+
+    fn c(live: &mut serde_json::Value) -> &mut serde_json::Value {
+        &mut live["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    #[test]
+    fn quantities_stored_canonically_are_not_drift_but_a_changed_limit_or_profile_is() {
+        let r = runner();
+        let want = body(&desired(&r));
+        let mut live = live_deployment(&r);
+        c(&mut live)["resources"]["requests"]["cpu"] = json!("100m"); // every_field says 0.1
+        assert!(is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        c(&mut live)["resources"]["limits"]["memory"] = json!("256Mi");
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        c(&mut live)["securityContext"]["allowPrivilegeEscalation"] = json!(true);
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+        let mut live = live_deployment(&r);
+        live["spec"]["template"]["spec"]["securityContext"] = json!({});
+        assert!(!is_subset(Deployments::MERGE, &want, &as_json(&decode::<DeploymentView>(live))));
+    }
+
+    #[test]
+    fn without_the_new_fields_the_pod_template_is_as_before() {
+        let mut r = runner();
+        r.spec = crate::api::RunnerSpec::new("nginx:1.27");
+        let v = as_json(&desired(&r));
+        let pod = &v["spec"]["template"]["spec"];
+        assert!(pod.get("securityContext").is_none(), "{pod}");
+        assert!(
+            pod["containers"][0].get("securityContext").is_none()
+                && pod["containers"][0].get("resources").is_none()
+        );
     }
 
     #[test]

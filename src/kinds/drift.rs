@@ -33,6 +33,9 @@ pub enum Merge {
     /// A list map whose entries must also have unique names (ports): an
     /// entry with our entry's name under another key is a [`Renamed`].
     KeyedNamed(&'static [&'static str]),
+    /// A map of resource quantities: granular, each value compared by
+    /// what it amounts to (the apiserver stores `0.5` as `500m`).
+    Quantities,
 }
 
 /// A kind's merge rules: path elements are field names; a list entry is `[]`.
@@ -156,6 +159,12 @@ fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>
                 at.leave(len);
             }
             ok
+        }
+        (Merge::Quantities, Value::Object(dm), Value::Object(lm)) => {
+            dm.iter().all(|(k, dv)| match (dv, lm.get(k)) {
+                (Value::String(d), Some(Value::String(l))) => crate::api::pod::same_quantity(d, l),
+                (dv, lv) => Some(dv) == lv,
+            })
         }
         (_, d, l) => d == l,
     }

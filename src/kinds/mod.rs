@@ -34,6 +34,7 @@ pub mod lean_meta;
 pub mod managed_fields;
 pub mod meta;
 pub mod pdb;
+pub mod pod_fields;
 pub mod service;
 pub mod trim;
 pub mod view;

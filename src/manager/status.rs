@@ -50,6 +50,11 @@ fn verdict(seen: &Observed, r: &Rollout, desired: i32) -> (Phase, String, String
             "waiting for the Deployment to be created".into(),
         );
     }
+    // Before the deadline: refused Pods are why it passes, and they are
+    // known at once, ten minutes before it.
+    if let Some(refused) = &r.pods_refused {
+        return (Phase::Failed, crate::pod_admission::REASON.into(), refused.sentence());
+    }
     if let Some(msg) = &r.deadline_exceeded {
         return (Phase::Failed, "ProgressDeadlineExceeded".into(), msg.clone());
     }
@@ -234,6 +239,25 @@ mod tests {
         assert_eq!(s.phase, Phase::Failed);
         assert_eq!(s.message.as_deref(), Some("ImagePullBackOff: Back-off pulling image"));
         assert_eq!(ready_condition(&s).reason, "ImagePullBackOff");
+    }
+
+    #[test]
+    fn pods_refused_at_admission_fail_the_runner_at_once_with_the_apiservers_message() {
+        let mut d = deployment(1, 1, 0, 0, 0);
+        let msg =
+            r#"pods "web-1" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true"#;
+        d.status.as_mut().unwrap().conditions = Some(vec![
+            serde_json::from_value(json!({
+            "type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": msg }))
+            .unwrap(),
+        ]);
+        let s = compute(&runner(1), &with(&d), &now());
+        assert_eq!((s.phase, ready_condition(&s).reason.as_str()), (Phase::Failed, "PodsRefused"));
+        assert_eq!(ready_condition(&s).status, "False");
+        assert_eq!(
+            s.message.as_deref(),
+            Some(format!("PodSecurity admission refused the Pods: {msg}").as_str())
+        );
     }
 
     #[test]

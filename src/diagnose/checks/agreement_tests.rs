@@ -100,3 +100,49 @@ fn the_manager_and_diagnose_agree_on_which_pod_reasons_are_failures() {
         assert_eq!(manager_fails, FAILING_POD_REASONS.contains(&reason), "{reason}");
     }
 }
+
+#[test]
+fn the_manager_and_diagnose_agree_on_pods_admission_refuses() {
+    let refused = |message: &str| {
+        json!({ "type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                          "message": message })
+    };
+    let cases = [
+        (
+            refused(r#"pods "web-1" is forbidden: violates PodSecurity "restricted:latest": seccompProfile"#),
+            true,
+        ),
+        (refused(r#"pods "web-1" is forbidden: failed quota: q: must specify limits.cpu for: runner"#), true),
+        (refused(r#"pods "web-1" is forbidden: exceeded quota: q, requested: pods=1"#), true),
+        (refused(r#"admission webhook "deny.example.com" denied the request: no"#), true),
+        (refused("pods \"web-1\" is forbidden: error looking up service account"), true),
+        (
+            json!({ "type": "ReplicaFailure", "status": "False", "reason": "FailedCreate", "message": "old" }),
+            false,
+        ),
+        (
+            json!({ "type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "m" }),
+            false,
+        ),
+    ];
+    for (condition, want) in cases {
+        let mut rs = fixtures::runner_state();
+        fixtures::edit_child(&mut rs, |d: &mut k8s_openapi::api::apps::v1::Deployment| {
+            let st = d.status.get_or_insert_default();
+            (st.observed_generation, st.replicas, st.updated_replicas, st.available_replicas) =
+                (d.metadata.generation, Some(0), Some(0), Some(0));
+            st.conditions = Some(vec![fixtures::from(condition.clone())]);
+        });
+        let view: DeploymentView = view::of(&rs.deployment().unwrap()).unwrap();
+        let seen = Observed { facts: facts(&view, &rs), ..Default::default() };
+        let st = status::compute(&rs.runner, &seen, &now());
+        let manager_refused = st.phase == crate::api::Phase::Failed
+            && st.conditions.iter().any(|c| c.reason == crate::pod_admission::REASON);
+        let mut s = fixtures::healthy();
+        s.runners = vec![rs];
+        let diagnose_refused = super::run(&s)
+            .iter()
+            .any(|f| f.severity == Severity::Error && f.code == crate::diagnose::finding::Code::PodsRefused);
+        assert_eq!((manager_refused, diagnose_refused), (want, want), "{condition}");
+    }
+}

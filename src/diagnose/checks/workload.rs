@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
 use super::{controlled_by, ns_flag, runner_ref};
+use crate::pod_admission::{PodsRefused, RefusedBy};
 
 /// Why one Pod is not running.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +78,10 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
     }
     let mut out = vec![];
     if let Some(d) = rs.deployment().filter(|d| controlled_by(&d.metadata, rs)) {
+        // The rule the manager's status reads, through the same rollout.
+        if let Some(refused) = crate::rollout::of(Some(&d), rs.runner.spec.replicas).pods_refused {
+            out.push(pods_refused(rs, &d.name_any(), &refused));
+        }
         let conds = d.status.iter().flat_map(|s| s.conditions.iter().flatten());
         for c in conds {
             if c.type_.as_deref() == Some("Progressing")
@@ -119,6 +124,30 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Admission refuses the Deployment's Pods: what refused them, and the
+/// Runner field (or the namespace's policy) that fixes it.
+fn pods_refused(rs: &RunnerState, deployment: &str, refused: &PodsRefused) -> Finding {
+    let patch = match refused.by {
+        RefusedBy::PodSecurity => Some(r#"{"spec":{"podSecurity":"restricted"}}"#),
+        RefusedBy::QuotaNeedsResources | RefusedBy::LimitRange => Some(
+            r#"{"spec":{"resources":{"requests":{"cpu":"100m","memory":"64Mi"},"limits":{"cpu":"500m","memory":"128Mi"}}}}"#,
+        ),
+        _ => None,
+    };
+    let command = match patch {
+        Some(p) => {
+            format!("kubectl {} patch runner {} --type=merge -p '{p}'", ns_flag(rs), rs.runner.name_any())
+        }
+        None => format!("kubectl {} describe deployment {deployment}", ns_flag(rs)),
+    };
+    Finding::error(
+        Code::PodsRefused,
+        runner_ref(rs),
+        format!("Deployment {deployment} cannot create Pods: {}", refused.sentence()),
+    )
+    .fix(format!("{}: {command}", refused.by.fix()))
 }
 
 #[cfg(test)]
@@ -178,6 +207,36 @@ mod tests {
         let f = check(&s, &s.runners[0]);
         assert_eq!(f[0].code, Code::ProgressDeadlineExceeded);
         assert!(f[0].message.contains("timed out"), "{}", f[0].message);
+    }
+
+    #[test]
+    fn pods_refused_at_admission_are_an_error_naming_what_refused_them_and_the_field_that_fixes_it() {
+        let cases = [
+            (
+                r#"pods "web-1" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true"#,
+                "podSecurity",
+            ),
+            (
+                r#"pods "web-1" is forbidden: failed quota: q: must specify limits.cpu for: runner"#,
+                "resources",
+            ),
+        ];
+        for (msg, field) in cases {
+            let mut s = fixtures::healthy();
+            fixtures::edit_child(&mut s.runners[0], |d: &mut k8s_openapi::api::apps::v1::Deployment| {
+                d.status.as_mut().unwrap().conditions =
+                    Some(vec![fixtures::from(json!({ "type": "ReplicaFailure",
+                    "status": "True", "reason": "FailedCreate", "message": msg }))]);
+            });
+            let f = check(&s, &s.runners[0]);
+            assert_eq!(f[0].code, Code::PodsRefused, "{msg}");
+            assert!(f[0].message.contains(msg), "{}", f[0].message);
+            let fix = f[0].fix.clone().unwrap_or_default();
+            assert!(
+                fix.contains(&format!("spec.{field}")) && fix.contains(&format!("{{\"{field}\"")),
+                "{fix}"
+            );
+        }
     }
 
     #[test]
