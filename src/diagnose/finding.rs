@@ -47,6 +47,8 @@ pub enum Code {
     ManagerRestarts,
     ManagerAbsent,
     ManagerNotVisible,
+    ManagerLocal,
+    ManagerOverlap,
     // permissions
     ServiceAccountMissing,
     PermissionDenied,
@@ -87,6 +89,8 @@ impl Code {
             Code::ManagerRestarts => "manager-restarts",
             Code::ManagerAbsent => "manager-absent",
             Code::ManagerNotVisible => "manager-not-visible",
+            Code::ManagerLocal => "manager-local",
+            Code::ManagerOverlap => "manager-overlap",
             Code::ServiceAccountMissing => "service-account-missing",
             Code::PermissionDenied => "permission-denied",
             Code::OverbroadGrant => "overbroad-grant",
@@ -198,6 +202,8 @@ mod tests {
         Code::ManagerRestarts,
         Code::ManagerAbsent,
         Code::ManagerNotVisible,
+        Code::ManagerLocal,
+        Code::ManagerOverlap,
         Code::ServiceAccountMissing,
         Code::PermissionDenied,
         Code::OverbroadGrant,
@@ -234,6 +240,8 @@ mod tests {
                 | Code::ManagerRestarts
                 | Code::ManagerAbsent
                 | Code::ManagerNotVisible
+                | Code::ManagerLocal
+                | Code::ManagerOverlap
                 | Code::ServiceAccountMissing
                 | Code::PermissionDenied
                 | Code::OverbroadGrant
