@@ -31,6 +31,15 @@ pub const METRICS_AUTH_ROLE: &str = "runner-metrics-auth";
 pub const METRICS_READER_ROLE: &str = "runner-metrics-reader";
 /// Name of the leader-election Lease.
 pub const LEADER_LEASE: &str = "runner-controller-manager-leader";
+/// Label on every manager's presence Lease (in the Lease namespace, next to
+/// the leader Lease): a running manager, leader or not, renews one.
+pub const PRESENCE_LABEL: &str = "lab.cloudlab.training/manager-presence";
+/// Presence Lease annotation: the namespaces the manager watches, comma
+/// separated; empty for all namespaces.
+pub const PRESENCE_NAMESPACES: &str = "lab.cloudlab.training/watch-namespaces";
+/// Presence Lease annotation: "true" when the manager takes part in leader
+/// election (it reconciles only while it leads).
+pub const PRESENCE_LEADER_ELECT: &str = "lab.cloudlab.training/leader-elect";
 /// Ports the manager serves on in the cluster.
 pub const METRICS_PORT: i32 = 8080;
 pub const HEALTH_PORT: i32 = 8081;
@@ -211,12 +220,12 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
         }
         RbacScope::Namespaces(_) => args.push(format!("--metrics-addr=127.0.0.1:{METRICS_PORT}")),
     }
-    // The manager watches one namespace or all; a namespace-scoped install
-    // with several namespaces gets Roles in each, and the manager the first.
+    // A namespace-scoped install grants Roles in each of its namespaces, and
+    // its manager watches exactly those.
     if let RbacScope::Namespaces(namespaces) = scope
-        && let Some(ns) = namespaces.first()
+        && !namespaces.is_empty()
     {
-        args.push(format!("--namespace={ns}"));
+        args.push(format!("--watch-namespace={}", namespaces.join(",")));
     }
     let labels = json!({ "app.kubernetes.io/name": "runner-controller-manager", "app.kubernetes.io/component": "manager" });
     let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10 });
@@ -369,5 +378,13 @@ mod tests {
         assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"], true);
         assert!(c["resources"]["limits"]["memory"].is_string());
         assert!(c["args"].to_string().contains("--leader-elect"));
+    }
+
+    #[test]
+    fn a_namespace_scoped_manager_watches_every_namespace_it_has_roles_in() {
+        let scope = RbacScope::Namespaces(vec!["team-a".into(), "team-b".into()]);
+        let args = manager("img", &scope)[0].object.data["spec"]["template"]["spec"]["containers"][0]["args"]
+            .to_string();
+        assert!(args.contains("\"--watch-namespace=team-a,team-b\""), "{args}");
     }
 }

@@ -120,9 +120,9 @@ const AFTER_CHILDREN: &[Permission] = &[
     Permission {
         group: "coordination.k8s.io",
         resource: "leases",
-        verbs: &["get", "create", "update"],
+        verbs: &["get", "create", "update", "patch", "delete"],
         scope: Scope::ManagerNamespace,
-        why: "leader election, so two managers never reconcile at once",
+        why: "leader election, so two managers never reconcile at once; a presence Lease per running manager, so diagnose sees it",
     },
     Permission {
         group: "authentication.k8s.io",

@@ -130,11 +130,15 @@ async fn an_impersonated_manager_lacking_create_deployments_fails_exactly_as_its
 
     // The in-cluster manager's preflight, with the ServiceAccount's own token.
     let in_cluster = token_client(&ns, &sa).await;
-    let expected =
-        kubectl_runner::manager::preflight::check(&in_cluster, Some(&ns.name), Some(&ns.name), false)
-            .await
-            .expect_err("the ServiceAccount lacks create deployments")
-            .to_string();
+    let expected = kubectl_runner::manager::preflight::check(
+        &in_cluster,
+        std::slice::from_ref(&ns.name),
+        Some(&ns.name),
+        false,
+    )
+    .await
+    .expect_err("the ServiceAccount lacks create deployments")
+    .to_string();
     let line = format!("can't create deployments.apps in namespace {}", ns.name);
     assert!(expected.contains(&line), "{expected}");
     assert!(

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use super::Globals;
 use super::diagnose::parse_service_account;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::manager::{self, Config};
 use crate::service_account::{MANAGER_SERVICE_ACCOUNT, ServiceAccountRef};
 
@@ -18,6 +18,9 @@ Examples:
 
   # Only the 'team-a' namespace, with metrics and health endpoints
   kubectl runner run-manager -n team-a --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081
+
+  # Exactly the namespaces 'team-a' and 'team-b'
+  kubectl runner run-manager --watch-namespace team-a,team-b
 
   # Take part in leader election with the in-cluster manager
   kubectl runner run-manager --leader-elect
@@ -38,12 +41,17 @@ pub enum LogFormat {
     Json,
 }
 
-/// Namespace scope comes from the global -n/--namespace: given, the manager
-/// watches that namespace only; absent, it watches all namespaces (unlike
-/// other subcommands, it does not fall back to the context's namespace).
+/// Namespace scope: `--watch-namespace a,b` watches exactly those; the
+/// global -n/--namespace alone watches that one; neither watches all
+/// namespaces (unlike other subcommands, it does not fall back to the
+/// context's namespace).
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct RunManagerArgs {
+    /// Watch exactly these namespaces (comma separated or repeated); a
+    /// watch per kind and namespace feeds one cache. Instead of -n.
+    #[arg(long, value_name = "NS[,NS...]", value_delimiter = ',')]
+    pub watch_namespace: Vec<String>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:8080).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
@@ -93,11 +101,10 @@ impl RunManagerArgs {
 }
 
 pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
+    let namespaces = watched(g.namespace.as_deref(), &a.watch_namespace)?;
     let ctx = g.connect_as(a.as_service_account.as_ref()).await?;
-    let mut cfg = match &g.namespace {
-        Some(ns) => Config::namespaced(ns),
-        None => Config::all_namespaces(),
-    };
+    let mut cfg = Config::all_namespaces();
+    cfg.namespaces = namespaces;
     cfg.metrics_addr = a.metrics_addr;
     cfg.health_addr = a.health_addr;
     cfg.leader_elect = a.leader_elect;
@@ -114,6 +121,31 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     }
     manager::run(ctx.client, cfg, shutdown_signal()).await?;
     Ok(super::exit::OK)
+}
+
+/// The namespaces to watch (empty: all), validated before any API call.
+fn watched(namespace: Option<&str>, watch: &[String]) -> Result<Vec<String>> {
+    let namespaces: Vec<String> = match (namespace, watch) {
+        (Some(_), [_, ..]) => {
+            return Err(Error::Invalid(
+                "--watch-namespace and -n/--namespace: give one (--watch-namespace takes a list)".into(),
+            ));
+        }
+        (Some(ns), []) => vec![ns.to_string()],
+        (None, list) => list.to_vec(),
+    };
+    let mut unique = Vec::new();
+    for ns in namespaces {
+        super::args::validate_name(&ns).map_err(|_| {
+            Error::Invalid(format!(
+                "namespace {ns:?} (-n/--watch-namespace) is not a namespace name (a lowercase RFC 1123 label)"
+            ))
+        })?;
+        if !unique.contains(&ns) {
+            unique.push(ns);
+        }
+    }
+    Ok(unique)
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -158,6 +190,20 @@ mod tests {
             Command::RunManager(a) => a,
             _ => unreachable!("parsed as run-manager"),
         }
+    }
+
+    #[test]
+    fn watch_namespace_takes_a_list_and_n_alone_stays_one_namespace() {
+        assert_eq!(parse(&["--watch-namespace", "a,b"]).watch_namespace, ["a", "b"]);
+        assert_eq!(parse(&["--watch-namespace", "a", "--watch-namespace=b"]).watch_namespace, ["a", "b"]);
+        assert_eq!(super::watched(None, &["a".into(), "b".into(), "a".into()]).unwrap(), ["a", "b"]);
+        assert!(super::watched(Some("a,b"), &[]).unwrap_err().to_string().contains("\"a,b\""), "-n is one");
+        assert_eq!(super::watched(Some("team"), &[]).unwrap(), ["team"]);
+        assert!(super::watched(None, &[]).unwrap().is_empty(), "neither: all namespaces");
+        let both = super::watched(Some("a"), &["b".into()]).unwrap_err().to_string();
+        assert!(both.contains("--watch-namespace") && both.contains("-n"), "{both}");
+        let bad = super::watched(None, &["Team_A".into()]).unwrap_err().to_string();
+        assert!(bad.contains("namespace \"Team_A\" (-n/--watch-namespace)"), "{bad}");
     }
 
     #[test]

@@ -76,6 +76,8 @@ codes! {
         ManagerRestarts = "manager-restarts",
         ManagerAbsent = "manager-absent",
         ManagerNotVisible = "manager-not-visible",
+        ManagerLocal = "manager-local",
+        ManagerOverlap = "manager-overlap",
     }
     /// What the manager's ServiceAccount may do.
     Permissions {

@@ -88,6 +88,9 @@ pub struct ManagerState {
     pub pods: Vec<Pod>,
     /// The leader-election Lease, if any manager ever ran with `--leader-elect`.
     pub lease: Option<Lease>,
+    /// Every manager's presence Lease, leader-elected or not
+    /// ([`crate::manifests::PRESENCE_LABEL`]; `manager::presence`).
+    pub presences: Vec<Lease>,
 }
 
 /// One SubjectAccessReview's answer.

@@ -20,15 +20,16 @@ use super::metrics::Metrics;
 use super::metrics_auth::MetricsAuth;
 use super::reconcile::{error_policy, reconcile};
 use super::server::{Phase, Readiness};
-use super::{preflight, server, watches};
+use super::{preflight, presence, server, watches};
 use crate::error::{Error, Result};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 
 /// How the manager runs.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Watch one namespace; None watches all.
-    pub namespace: Option<String>,
+    /// The namespaces to watch, each with its own watches into the one
+    /// cache per kind; empty watches all.
+    pub namespaces: Vec<String>,
     pub metrics_addr: Option<SocketAddr>,
     pub health_addr: Option<SocketAddr>,
     /// Hold a Lease in `lease_namespace` before reconciling.
@@ -53,7 +54,7 @@ impl Config {
             format!("{host}-{}", std::process::id())
         });
         Config {
-            namespace: None,
+            namespaces: Vec::new(),
             metrics_addr: None,
             health_addr: None,
             leader_elect: false,
@@ -67,7 +68,17 @@ impl Config {
 
     /// Watch one namespace (what tests use: one manager per test namespace).
     pub fn namespaced(ns: &str) -> Self {
-        Config { namespace: Some(ns.into()), ..Self::all_namespaces() }
+        Self::watching(&[ns])
+    }
+
+    /// Watch exactly these namespaces (`run-manager --watch-namespace a,b`).
+    pub fn watching(namespaces: &[&str]) -> Self {
+        Config { namespaces: namespaces.iter().map(|n| n.to_string()).collect(), ..Self::all_namespaces() }
+    }
+
+    /// `a,b` or `<all>`, for logs and the presence Lease.
+    pub fn watched(&self) -> String {
+        if self.namespaces.is_empty() { "<all>".into() } else { self.namespaces.join(",") }
     }
 }
 
@@ -99,8 +110,11 @@ pub async fn run(
     let metrics = Metrics::default();
     let readiness = Readiness::default();
     serve_http(&client, &cfg, &metrics, &readiness).await?;
+    // Visible from here on, standing by or leading ([`presence`]).
+    let presence = presence::announce(&client, &cfg);
     let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
     let Some((stop, leadership)) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown).await else {
+        presence.withdraw().await;
         return Ok(()); // shut down while waiting for the Lease
     };
     let why = reconcile_until(&client, &cfg, metrics, &readiness, stop).await;
@@ -108,6 +122,7 @@ pub async fn run(
     if let Some(leadership) = leadership {
         leadership.release(client, &lease_cfg).await;
     }
+    presence.withdraw().await;
     if why == Stop::LostLease {
         return Err(Error::LeaseLost);
     }
@@ -135,7 +150,7 @@ async fn preflight_unless_stopped(
 ) -> Result<bool> {
     let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
     tokio::select! {
-        checked = preflight::check(client, cfg.namespace.as_deref(), lease_ns, cfg.metrics_auth) => checked.map(|()| true),
+        checked = preflight::check(client, &cfg.namespaces, lease_ns, cfg.metrics_auth) => checked.map(|()| true),
         _ = shutdown.wait_for(|v| *v) => Ok(false),
     }
 }
@@ -162,8 +177,7 @@ async fn reconcile_until(
         }
     };
 
-    let ns = cfg.namespace.as_deref();
-    let w = watches::start(client, ns);
+    let w = watches::start(client, &cfg.namespaces);
     let reporter = Reporter { controller: MANAGER_NAME.into(), instance: Some(cfg.identity.clone()) };
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -174,7 +188,7 @@ async fn reconcile_until(
     readiness.set(Phase::Syncing);
     let synced = announce_sync(w.stores.clone(), readiness.clone());
 
-    info!(namespace = ns.unwrap_or("<all>"), identity = %cfg.identity, "manager starting");
+    info!(namespaces = %cfg.watched(), identity = %cfg.identity, "manager starting");
     // No debounce here: a Runner's own changes go out at once; its children's
     // events come debounced (`child_triggers`).
     let config = controller::Config::default().concurrency(cfg.concurrency);

@@ -7,7 +7,7 @@
 //!  (kinds::visit)     │     └─► per kind: child_step::decide (pure) ─► child_write ─► Facts
 //! watch Pods ─────────┘     └─► status (pure) ─► runner_patch
 //!   (only stuck ones kept: pod_problems)
-//!                 leader Lease, preflight (CRD + permissions), /metrics /healthz /readyz
+//!                 leader Lease, presence Lease, preflight (CRD + permissions), /metrics /healthz /readyz
 //! ```
 pub mod child_cache;
 pub mod child_step;
@@ -20,6 +20,7 @@ pub mod metrics_auth;
 pub mod pod_problems;
 pub mod pod_view;
 pub mod preflight;
+pub mod presence;
 pub mod reconcile;
 pub mod relist;
 pub mod retry;

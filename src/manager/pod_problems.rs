@@ -33,8 +33,9 @@ struct Entry {
 #[derive(Debug, Default)]
 struct State {
     by_runner: HashMap<String, Entry>,
-    /// Filled between `Init` and `InitDone` of a relist, then swapped in.
-    relist: Option<HashMap<String, Entry>>,
+    /// Filled between `Init` and `InitDone` of a relist, per watched
+    /// namespace (`None`: all), then swapped in for that namespace's entries.
+    relists: HashMap<Option<String>, HashMap<String, Entry>>,
 }
 
 /// Cheap to clone; shared by the Pod watch and reconcile.
@@ -51,23 +52,32 @@ impl PodProblems {
     /// Folds one watch event in; returns the Runners whose reported problem
     /// changed (they need a pass).
     pub fn apply(&self, event: Event<Pod>) -> Vec<ObjectRef<Runner>> {
+        self.apply_in(None, event)
+    }
+
+    /// [`PodProblems::apply`] for the watch of one namespace (`None`: all):
+    /// its relist replaces only that namespace's entries.
+    pub fn apply_in(&self, namespace: Option<&str>, event: Event<Pod>) -> Vec<ObjectRef<Runner>> {
         let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let scope = namespace.map(String::from);
         match event {
             Event::Apply(pod) => set(&mut state.by_runner, &pod, pod.problem()),
             Event::Delete(pod) => set(&mut state.by_runner, &pod, None),
             Event::Init => {
-                state.relist = Some(HashMap::new());
+                state.relists.insert(scope, HashMap::new());
                 vec![]
             }
             Event::InitApply(pod) => {
-                let relist = state.relist.get_or_insert_with(HashMap::new);
-                set(relist, &pod, pod.problem());
+                set(state.relists.entry(scope).or_default(), &pod, pod.problem());
                 vec![]
             }
             Event::InitDone => {
-                let new = state.relist.take().unwrap_or_default();
-                let old = std::mem::replace(&mut state.by_runner, new);
-                changed_between(&old, &state.by_runner)
+                let new = state.relists.remove(&scope).unwrap_or_default();
+                let old: HashMap<String, Entry> =
+                    state.by_runner.extract_if(|_, e| namespace.is_none_or(|ns| e.namespace == ns)).collect();
+                let changed = changed_between(&old, &new);
+                state.by_runner.extend(new);
+                changed
             }
         }
     }
@@ -193,5 +203,19 @@ mod tests {
         assert_eq!(hit, ["r-u1", "r-u2"]);
         assert_eq!(p.first("team", "u1"), None);
         assert!(p.first("team", "u2").is_some() && p.first("team", "u3").is_some());
+    }
+
+    #[test]
+    fn a_relist_of_one_watched_namespace_leaves_the_others_problems_alone() {
+        let p = PodProblems::default();
+        let mut other = pod("web-a", "u9", Some("CrashLoopBackOff"));
+        other.metadata.namespace = Some("elsewhere".into());
+        p.apply_in(Some("elsewhere"), Event::Apply(other));
+        p.apply_in(Some("team"), Event::Apply(pod("web-b", "u1", Some("ErrImagePull"))));
+        p.apply_in(Some("team"), Event::Init);
+        let hit: Vec<String> =
+            p.apply_in(Some("team"), Event::InitDone).into_iter().map(|r| r.name).collect();
+        assert_eq!(hit, ["r-u1"], "team's Pod went away during the relist");
+        assert!(p.first("elsewhere", "u9").is_some(), "the other namespace's problem is kept");
     }
 }

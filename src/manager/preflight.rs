@@ -34,14 +34,17 @@ impl std::fmt::Display for Missing {
     }
 }
 
-/// Runs both checks; the error lists every missing verb and the fix.
+/// Runs both checks, in each watched namespace (none: cluster-wide); the
+/// error lists every missing verb and the fix.
 pub async fn check(
     client: &kube::Client,
-    watch_ns: Option<&str>,
+    watched: &[String],
     lease_ns: Option<&str>,
     metrics_auth: bool,
 ) -> Result<()> {
-    let runners: Api<Runner> = crate::client::scoped(client, watch_ns);
+    let scopes: Vec<Option<&str>> =
+        if watched.is_empty() { vec![None] } else { watched.iter().map(|n| Some(n.as_str())).collect() };
+    let runners: Api<Runner> = crate::client::scoped(client, scopes[0]);
     match runners.list_metadata(&ListParams::default().limit(1)).await {
         Err(e) if crate::error::is_not_found(&e) => return Err(Error::CrdMissing),
         // 403 is reported below with the other permissions.
@@ -51,7 +54,12 @@ pub async fn check(
         }
         Ok(_) => {}
     }
-    let missing = missing_permissions(client, watch_ns, lease_ns, metrics_auth).await?;
+    let mut missing = Vec::new();
+    for (i, ns) in scopes.iter().enumerate() {
+        // The manager's own namespace and the cluster once, with the first.
+        let (lease_ns, metrics_auth) = if i == 0 { (lease_ns, metrics_auth) } else { (None, false) };
+        missing.extend(missing_permissions(client, *ns, lease_ns, metrics_auth).await?);
+    }
     if missing.is_empty() {
         return Ok(());
     }

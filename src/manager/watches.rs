@@ -1,7 +1,8 @@
 //! The manager's watches: a reflector store per child kind (label-filtered,
 //! lean views or trimmed; one per kind of [`crate::kinds::visit`]), the
 //! Runner stream with its predicate, and the Pod problem view. Each watch retries on its own ([`WatchBackoff`]); errors never
-//! reach the Controller.
+//! reach the Controller. Given several namespaces, each kind has one watch
+//! per namespace and still one store ([`Merge`]).
 
 use futures::stream::BoxStream;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use super::child_cache::{Cache, ChildCache};
 use super::context::Stores;
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
-use super::relist::InPlace;
+use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
@@ -97,7 +98,7 @@ fn runners_of<K: kube::Resource + Send + 'static>(
 /// Starts one child kind's watch into its cache ([`kinds::Visitor`]).
 struct ChildWatches<'a> {
     client: &'a Client,
-    ns: Option<&'a str>,
+    namespaces: &'a [String],
     caches: Vec<Box<dyn ChildCache>>,
     triggers: Vec<BoxStream<'static, ObjectRef<Runner>>>,
 }
@@ -107,13 +108,11 @@ impl kinds::Visitor for ChildWatches<'_> {
         // Label-filtered: only objects that carry a Runner UID are cached.
         let config = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
         let (store, writer) = reflector::store::<K::View>();
-        let stream = watcher(scoped::<K::View>(self.client, self.ns), config)
-            .backoff(WatchBackoff::default())
-            .modify(|v| {
-                trim::child_meta(kube::Resource::meta_mut(v));
-                K::trim(v);
-            })
-            .relist_in_place(&store)
+        let trimmed = |v: &mut K::View| {
+            trim::child_meta(kube::Resource::meta_mut(v));
+            K::trim(v);
+        };
+        let stream = merged_watches(self.client, self.namespaces, config, trimmed, &store)
             .reflect(writer)
             .touched_objects();
         self.triggers.push(runners_of(<K::Object as k8s_openapi::Resource>::KIND, stream));
@@ -121,37 +120,37 @@ impl kinds::Visitor for ChildWatches<'_> {
     }
 }
 
-/// Starts every watch (lazily: they run when the Controller polls them).
-pub fn start(client: &Client, ns: Option<&str>) -> Watches {
-    let mut children = ChildWatches { client, ns, caches: Vec::new(), triggers: Vec::new() };
+/// Starts every watch (lazily: they run when the Controller polls them), in
+/// each of `namespaces` (none: all namespaces).
+pub fn start(client: &Client, namespaces: &[String]) -> Watches {
+    let mut children = ChildWatches { client, namespaces, caches: Vec::new(), triggers: Vec::new() };
     kinds::visit(&mut children);
     let (runners, runner_w) = reflector::store::<Runner>();
-    let runner_stream =
-        watcher(scoped::<Runner>(client, ns), watcher::Config::default().page_size(LIST_PAGE))
-            .backoff(WatchBackoff::default())
-            .modify(trim::runner)
-            .relist_in_place(&runners)
-            .reflect(runner_w)
-            .applied_objects()
-            .predicate_filter(runner_changed, Default::default());
+    let config = watcher::Config::default().page_size(LIST_PAGE);
+    let runner_stream = merged_watches(client, namespaces, config, trim::runner, &runners)
+        .reflect(runner_w)
+        .applied_objects()
+        .predicate_filter(runner_changed, Default::default());
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
     let labelled = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
-    let pod_triggers =
-        watcher(scoped::<PodView>(client, ns), labelled).backoff(WatchBackoff::default()).flat_map({
-            let pods = pods.clone();
-            move |event| {
+    let pod_triggers = stream::select_all(scopes(namespaces).into_iter().map(|ns| {
+        let pods = pods.clone();
+        watcher(scoped::<PodView>(client, ns.as_deref()), labelled.clone())
+            .backoff(WatchBackoff::default())
+            .flat_map(move |event| {
                 let hits = match event {
-                    Ok(ev) => pods.apply(ev),
+                    Ok(ev) => pods.apply_in(ns.as_deref(), ev),
                     Err(e) => {
                         log_watch_error("Pod", &e);
                         vec![]
                     }
                 };
                 stream::iter(hits)
-            }
-        });
+            })
+            .boxed()
+    }));
     Watches {
         stores: Stores { children: children.caches.into(), pods },
         runners,
@@ -161,28 +160,55 @@ pub fn start(client: &Client, ns: Option<&str>) -> Watches {
     }
 }
 
-/// [`InPlace`] on a watch's events, for the store they fill.
-trait RelistInPlace<K: Lookup>:
-    futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized
+/// A watch per entry of `namespaces` (none: all namespaces).
+fn scopes(namespaces: &[String]) -> Vec<Option<String>> {
+    if namespaces.is_empty() { vec![None] } else { namespaces.iter().cloned().map(Some).collect() }
+}
+
+/// The events of one store: a watch of `K` per namespace, each trimmed by
+/// `trim` and retrying on its own, merged ([`Merge`]), relists in place.
+fn merged_watches<K>(
+    client: &Client,
+    namespaces: &[String],
+    config: watcher::Config,
+    trim: impl FnMut(&mut K) + Clone + Send + 'static,
+    store: &Store<K>,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Lookup<DynamicType = ()>
+        + serde::de::DeserializeOwned
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    fn relist_in_place(self, store: &Store<K>) -> impl futures::Stream<Item = Self::Item> + Send + 'static
-    where
-        Self: Send + 'static,
-        K: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
-    {
-        let (store, mut in_place) = (store.clone(), InPlace::default());
-        self.flat_map(move |ev| {
-            stream::iter(match ev {
-                Ok(ev) => in_place.rewrite(ev, || store.state()).into_iter().map(Ok).collect(),
+    let namespaces = scopes(namespaces);
+    let watches = namespaces.iter().enumerate().map(|(i, ns)| {
+        watcher(scoped::<K>(client, ns.as_deref()), config.clone())
+            .backoff(WatchBackoff::default())
+            .modify(trim.clone())
+            .map(move |ev| (i, ev))
+            .boxed()
+    });
+    let watches: Vec<_> = watches.collect();
+    let (store, mut merge) = (store.clone(), Merge::new(namespaces));
+    stream::select_all(watches).flat_map(move |(i, ev)| {
+        let steps = match ev {
+            Ok(ev) => merge.rewrite(i, ev).into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        };
+        // Each step is resolved when reached: a sweep reads the store after
+        // the steps before it were applied.
+        let store = store.clone();
+        stream::iter(steps).flat_map(move |step| {
+            stream::iter(match step {
+                Ok(step) => relist::resolve(step, &store).into_iter().map(Ok).collect(),
                 Err(e) => vec![Err(e)],
             })
         })
-    }
-}
-
-impl<K: Lookup, S> RelistInPlace<K> for S where
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>
-{
+    })
 }
 
 /// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`].

@@ -133,8 +133,12 @@ pub struct ManagerHandle {
 impl ManagerHandle {
     /// Starts `run-manager -n ns` in this process.
     pub fn start(client: &Client, ns: &str) -> ManagerHandle {
+        Self::start_with(client, kubectl_runner::manager::Config::namespaced(ns))
+    }
+
+    /// Starts a manager configured by `cfg` in this process.
+    pub fn start_with(client: &Client, cfg: kubectl_runner::manager::Config) -> ManagerHandle {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let cfg = kubectl_runner::manager::Config::namespaced(ns);
         let join = tokio::spawn(kubectl_runner::manager::run(client.clone(), cfg, async move {
             let _ = rx.await;
         }));

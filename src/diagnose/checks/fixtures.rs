@@ -186,6 +186,7 @@ pub fn healthy() -> Snapshot {
             deployment: Some(manager_deployment(1)),
             pods: vec![],
             lease: Some(lease(3)),
+            presences: vec![],
         },
         service_account: ServiceAccountRef {
             namespace: crate::manifests::MANAGER_NAMESPACE.into(),

@@ -3,8 +3,10 @@
 //! and "no manager at all", which is an error only when some Runner in scope
 //! is waiting for one.
 //!
-//! A manager started with `kubectl runner run-manager` and no `--leader-elect`
-//! leaves no trace in the cluster; the messages say so rather than guess.
+//! Every running manager, a local `kubectl runner run-manager` without
+//! `--leader-elect` too, renews a presence Lease: a local one is named
+//! (host and pid), and two that reconcile the same namespaces without
+//! leader election are a warning (they would fight over every child).
 
 use kube::ResourceExt;
 
@@ -61,6 +63,7 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
     if let Some(d) = &s.manager.deployment {
         out.extend(deployment_findings(d, &s.manager.pods, &dep_ref));
     }
+    out.extend(presence_findings(&v));
     if v.absent() {
         let waiting: Vec<String> = s.runners.iter().filter_map(|rs| waiting_for_manager(s, rs)).collect();
         if waiting.is_empty() {
@@ -86,6 +89,42 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
             out.push(f.fix(
                 "kubectl runner install --with-manager --image IMAGE   # or locally: kubectl runner run-manager --leader-elect",
             ));
+        }
+    }
+    out
+}
+
+/// The local managers (no leader election), and each pair of running
+/// managers that reconcile the same namespaces at once: at least one of
+/// them without leader election.
+fn presence_findings(v: &View) -> Vec<Finding> {
+    let lease_ref =
+        |p: &crate::diagnose::view::manager::Presence| ObjectRef::new("Lease", MANAGER_NAMESPACE, &p.lease);
+    let mut out = vec![];
+    for p in v.present.iter().filter(|p| !p.leader_elect) {
+        out.push(Finding::info(
+            Code::ManagerLocal,
+            lease_ref(p),
+            format!("a local manager runs on {}, watching {}, without leader election", p.who(), p.scope()),
+        ));
+    }
+    for (i, a) in v.present.iter().enumerate() {
+        for b in v.present.iter().skip(i + 1).filter(|b| !(a.leader_elect && b.leader_elect)) {
+            let shared = match a.shared_with(b) {
+                Some(ns) if ns.is_empty() => continue,
+                Some(ns) => format!("namespace(s) {}", ns.join(", ")),
+                None => "all namespaces".into(),
+            };
+            out.push(
+                Finding::warning(
+                    Code::ManagerOverlap,
+                    lease_ref(b),
+                    format!("two managers reconcile {shared} without leader election: they undo each other's writes"),
+                )
+                .evidence(format!("{} watches {}", a.who(), a.scope()))
+                .evidence(format!("{} watches {}", b.who(), b.scope()))
+                .fix("stop one of them, or run both with --leader-elect"),
+            );
         }
     }
     out
@@ -222,7 +261,7 @@ mod tests {
         let s = fixtures::without_manager();
         let e = view(&s).absent_evidence();
         assert!(e.contains("no Deployment runner-system/runner-controller-manager"), "{e}");
-        assert!(e.contains("without --leader-elect cannot be seen"), "{e}");
+        assert!(e.contains("no fresh presence Lease in runner-system"), "{e}");
     }
 
     #[test]
@@ -267,10 +306,71 @@ mod tests {
     fn namespace_flags_limit_the_watch() {
         let args = ["run-manager", "--namespace=a", "--namespace", "b", "-n", "c", "--leader-elect"];
         assert_eq!(crate::diagnose::view::manager::namespace_args(args.map(String::from)), ["a", "b", "c"]);
+        let args = ["run-manager", "--watch-namespace=a,b", "--watch-namespace", "c,d"];
+        assert_eq!(
+            crate::diagnose::view::manager::namespace_args(args.map(String::from)),
+            ["a", "b", "c", "d"]
+        );
         let mut s = fixtures::healthy();
         let d = s.manager.deployment.as_mut().unwrap();
         d.spec.template.spec.as_mut().unwrap().containers[0].args = Some(vec!["--namespace=other".into()]);
         assert!(view(&s).ignores("app"));
         assert!(!view(&s).ignores("other"));
+    }
+
+    fn present(
+        holder: &str,
+        watches: &[&str],
+        leader_elect: bool,
+        renewed_secs_ago: i64,
+    ) -> k8s_openapi::api::coordination::v1::Lease {
+        let mut l = fixtures::lease(renewed_secs_ago);
+        l.metadata.name = Some(format!("runner-manager-{}", holder.replace(' ', "-")));
+        l.spec.as_mut().unwrap().holder_identity = Some(holder.into());
+        l.metadata.annotations = Some(
+            [
+                (crate::manifests::PRESENCE_NAMESPACES.to_string(), watches.join(",")),
+                (crate::manifests::PRESENCE_LEADER_ELECT.to_string(), leader_elect.to_string()),
+            ]
+            .into(),
+        );
+        l
+    }
+
+    #[test]
+    fn a_local_manager_is_named_by_host_and_pid_and_is_no_absence() {
+        let mut s = fixtures::without_manager();
+        s.runners[0].children.remove("Service");
+        assert_eq!(codes(&s), [Code::ManagerAbsent]);
+        s.manager.presences = vec![present("laptop pid 4242", &["app"], false, 3)];
+        let found = check(&s);
+        assert_eq!(found.iter().map(|f| f.code).collect::<Vec<_>>(), [Code::ManagerLocal]);
+        assert!(
+            found[0].message.contains("a local manager runs on laptop, pid 4242"),
+            "{}",
+            found[0].message
+        );
+        assert!(found[0].message.contains("namespace(s) app"), "{}", found[0].message);
+        s.manager.presences = vec![present("laptop pid 4242", &["app"], false, 60)];
+        assert_eq!(codes(&s), [Code::ManagerAbsent], "a presence no longer renewed: the manager is gone");
+    }
+
+    #[test]
+    fn two_managers_on_shared_namespaces_without_leader_election_are_a_warning() {
+        type Case = (&'static str, [(&'static [&'static str], bool); 2], bool);
+        let cases: &[Case] = &[
+            ("both local, same namespace", [(&["a"], false), (&["a", "b"], false)], true),
+            ("both local, disjoint", [(&["a"], false), (&["b"], false)], false),
+            ("a local one beside the leader-elected in-cluster one", [(&[], true), (&["b"], false)], true),
+            ("both leader-elected", [(&[], true), (&[], true)], false),
+            ("both local, all namespaces", [(&[], false), (&[], false)], true),
+        ];
+        for (name, [(wa, la), (wb, lb)], want) in cases {
+            let mut s = fixtures::without_manager();
+            s.manager.presences = vec![present("one pid 1", wa, *la, 2), present("two pid 2", wb, *lb, 2)];
+            let overlap: Vec<Finding> =
+                check(&s).into_iter().filter(|f| f.code == Code::ManagerOverlap).collect();
+            assert_eq!(overlap.len(), usize::from(*want), "{name}: {overlap:?}");
+        }
     }
 }

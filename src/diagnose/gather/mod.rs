@@ -25,7 +25,7 @@ use kube::api::{Api, ListParams};
 
 use super::snapshot::*;
 use crate::api::CRD_NAME;
-use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
+use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LABEL};
 
 mod access;
 mod runners;
@@ -154,14 +154,21 @@ fn watched_namespaces(s: &Snapshot, req: &Request) -> Vec<String> {
     }
 }
 
-/// The manager's Deployment, its Pods and the leader Lease.
+/// The manager's Deployment, its Pods, the leader Lease and every
+/// manager's presence Lease.
 async fn read_manager(client: &Client) -> (ManagerState, Gaps) {
     let mut gaps = Gaps::default();
     let deps: Api<Deployment> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
     let leases: Api<Lease> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);
-    let (dep, lease) = tokio::join!(deps.get_opt(MANAGER_NAME), leases.get_opt(LEADER_LEASE));
+    let present = ListParams::default().labels(PRESENCE_LABEL);
+    let (dep, lease, presences) =
+        tokio::join!(deps.get_opt(MANAGER_NAME), leases.get_opt(LEADER_LEASE), leases.list(&present));
     let deployment = gaps.take(format!("get Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME}"), dep).flatten();
     let lease = gaps.take(format!("get Lease {MANAGER_NAMESPACE}/{LEADER_LEASE}"), lease).flatten();
+    let presences = gaps
+        .take(format!("list presence Leases in {MANAGER_NAMESPACE}"), presences)
+        .map(|l| l.items)
+        .unwrap_or_default();
     let selector = deployment.as_ref().and_then(|d| {
         let labels = d.spec.selector.match_labels.clone()?;
         Some(labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","))
@@ -175,5 +182,5 @@ async fn read_manager(client: &Client) -> (ManagerState, Gaps) {
             .map(|l| l.items)
             .unwrap_or_default();
     }
-    (ManagerState { deployment, pods, lease }, gaps)
+    (ManagerState { deployment, pods, lease, presences }, gaps)
 }

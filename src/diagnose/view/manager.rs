@@ -1,5 +1,6 @@
 //! Pure: what can be seen of the manager (its in-cluster Deployment, the
-//! leader Lease, its Pods, the namespaces it watches). The manager check,
+//! leader Lease, its Pods, the namespaces it watches, and every running
+//! manager's presence Lease, a local one without leader election too). The manager check,
 //! the per-Runner checks (a stuck finalizer, missing children) and gather
 //! (which namespaces to ask permissions in) all read it.
 
@@ -7,7 +8,9 @@ use std::time::Duration;
 
 use super::super::snapshot::Snapshot;
 use super::{age, human};
-use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
+use crate::manifests::{
+    LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LEADER_ELECT, PRESENCE_NAMESPACES,
+};
 
 /// Lease durations are short; allow this much beyond one for clock skew and a
 /// slow renewal before calling the leader gone.
@@ -26,6 +29,46 @@ pub struct View {
     pub watched: Option<Vec<String>>,
     /// Manager Pods that exist, in any state (one may be starting).
     pub pods: usize,
+    /// Managers whose presence Lease is fresh: running now.
+    pub present: Vec<Presence>,
+}
+
+/// A running manager, from its presence Lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Presence {
+    /// The Lease's name (one per manager).
+    pub lease: String,
+    /// "HOST pid N".
+    pub holder: String,
+    /// The namespaces it watches; `None`: all.
+    pub watches: Option<Vec<String>>,
+    /// It reconciles only while it holds the leader Lease.
+    pub leader_elect: bool,
+}
+
+impl Presence {
+    /// "HOST, pid N".
+    pub fn who(&self) -> String {
+        self.holder.replacen(" pid ", ", pid ", 1)
+    }
+
+    /// "namespaces a, b" or "all namespaces".
+    pub fn scope(&self) -> String {
+        match &self.watches {
+            None => "all namespaces".into(),
+            Some(ns) => format!("namespace(s) {}", ns.join(", ")),
+        }
+    }
+
+    /// The namespaces both reconcile (`None` on either side: all of the
+    /// other's); empty when they share none.
+    pub fn shared_with(&self, other: &Presence) -> Option<Vec<String>> {
+        match (&self.watches, &other.watches) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => Some(a.iter().filter(|n| b.contains(n)).cloned().collect()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -36,9 +79,12 @@ pub struct LeaseView {
 }
 
 impl View {
-    /// No ready in-cluster manager and no recently renewed Lease.
+    /// No ready in-cluster manager, no recently renewed leader Lease, and
+    /// no fresh presence Lease.
     pub fn absent(&self) -> bool {
-        self.deployment_ready != Some(true) && !self.lease.as_ref().is_some_and(|l| l.fresh)
+        self.deployment_ready != Some(true)
+            && !self.lease.as_ref().is_some_and(|l| l.fresh)
+            && self.present.is_empty()
     }
 
     /// Nothing can be reconciling: no ready in-cluster manager, no fresh
@@ -51,8 +97,7 @@ impl View {
 
     /// The evidence line per-Runner findings use; the manager-absent finding
     /// carries the details once.
-    pub const ABSENT_SHORT: &str =
-        "manager absent: no ready in-cluster manager and no fresh leader Lease (see manager-absent)";
+    pub const ABSENT_SHORT: &str = "manager absent: no ready in-cluster manager and no fresh leader or presence Lease (see manager-absent)";
 
     /// One line explaining [`View::absent`].
     pub fn absent_evidence(&self) -> String {
@@ -68,7 +113,7 @@ impl View {
             },
         };
         format!(
-            "manager absent: {dep}, {lease} (a local `kubectl runner run-manager` without --leader-elect cannot be seen)"
+            "manager absent: {dep}, {lease}, no fresh presence Lease in {MANAGER_NAMESPACE} (every running manager renews one, a local `kubectl runner run-manager` too)"
         )
     }
 
@@ -101,20 +146,50 @@ pub fn view(s: &Snapshot) -> View {
         let ns = namespace_args(args);
         (!ns.is_empty()).then_some(ns)
     });
-    View { deployment_ready, lease, watched, pods: s.manager.pods.len() }
+    let present = s.manager.presences.iter().filter_map(|l| presence(s, l)).collect();
+    View { deployment_ready, lease, watched, pods: s.manager.pods.len(), present }
 }
 
-/// The values of `--namespace=X`, `--namespace X`, `-n X` in a command line.
+/// A presence Lease renewed within its duration (plus slack), read.
+fn presence(s: &Snapshot, l: &k8s_openapi::api::coordination::v1::Lease) -> Option<Presence> {
+    let spec = l.spec.as_ref()?;
+    let duration =
+        spec.lease_duration_seconds.map_or(DEFAULT_LEASE_DURATION, |d| Duration::from_secs(d.max(0) as u64));
+    let renewed = spec.renew_time.as_ref()?;
+    if age(s.now, renewed.0) > duration + LEASE_SLACK {
+        return None;
+    }
+    let annotations = l.metadata.annotations.as_ref();
+    let note = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
+    let watches: Vec<String> = note(PRESENCE_NAMESPACES)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect();
+    Some(Presence {
+        lease: l.metadata.name.clone().unwrap_or_default(),
+        holder: spec.holder_identity.clone().unwrap_or_default(),
+        watches: (!watches.is_empty()).then_some(watches),
+        leader_elect: note(PRESENCE_LEADER_ELECT) == Some("true"),
+    })
+}
+
+/// The values of `--watch-namespace=A,B`, `--watch-namespace A,B`,
+/// `--namespace=X`, `--namespace X`, `-n X` in a command line.
 pub(crate) fn namespace_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out = vec![];
     let mut next = false;
+    let mut add = |v: &str| out.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from));
     for a in args {
         if next {
-            out.push(a.clone());
+            add(&a);
             next = false;
-        } else if let Some(v) = a.strip_prefix("--namespace=") {
-            out.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from));
-        } else if a == "--namespace" || a == "-n" {
+        } else if let Some(v) =
+            a.strip_prefix("--namespace=").or_else(|| a.strip_prefix("--watch-namespace="))
+        {
+            add(v);
+        } else if a == "--namespace" || a == "-n" || a == "--watch-namespace" {
             next = true;
         }
     }
