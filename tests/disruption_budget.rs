@@ -3,14 +3,21 @@
 //! Eviction API honours it (a drain never takes the last ready Pod), a
 //! change to it is reverted, and someone else's budget under the Runner's
 //! name is refused and left alone.
+//!
+//! The eviction test cordons the fake nodes, as a drain does: otherwise
+//! kwok makes the evicted Pod's replacement Ready within milliseconds, the
+//! budget allows a disruption again, and a second eviction rightly
+//! succeeds. The tests of this file run one at a time, so no other test's
+//! Pods meet the cordon.
 
 mod oracle;
 mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
 use kube::ResourceExt;
 use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kubectl_runner::api::{Phase, RUNNER_UID_LABEL, Runner, RunnerSpec, condition};
@@ -18,6 +25,25 @@ use serde_json::json;
 use support::{ManagerHandle, TestNs, ensure_crd, wait_for};
 
 const T: Duration = Duration::from_secs(60);
+
+/// One test of this file at a time (the cordon is cluster-wide).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Sets `spec.unschedulable` on every fake node (not the real node, which
+/// our Pods never select); returns their names.
+async fn cordon(client: &kube::Client, on: bool) -> Vec<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut names = vec![];
+    for n in nodes.list(&ListParams::default()).await.unwrap() {
+        if n.labels().contains_key("kubectl-runner.test/real-node") {
+            continue;
+        }
+        let patch = Patch::Merge(json!({ "spec": { "unschedulable": on } }));
+        nodes.patch(&n.name_any(), &PatchParams::default(), &patch).await.unwrap();
+        names.push(n.name_any());
+    }
+    names
+}
 
 async fn start(prefix: &str) -> (TestNs, ManagerHandle) {
     let ns = TestNs::new(prefix).await;
@@ -32,6 +58,7 @@ fn merge(spec: serde_json::Value) -> Patch<serde_json::Value> {
 
 #[tokio::test]
 async fn a_budget_comes_with_two_replicas_honours_evictions_and_goes_at_one() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (ns, mgr) = start("pdb-evict").await;
     let spec = RunnerSpec::new("nginx:1.27").replicas(2);
     let r = ns.api::<Runner>().create(&PostParams::default(), &Runner::new("web", spec)).await.unwrap();
@@ -51,9 +78,14 @@ async fn a_budget_comes_with_two_replicas_honours_evictions_and_goes_at_one() {
     let lp = ListParams::default().labels(&format!("{RUNNER_UID_LABEL}={}", r.uid().unwrap()));
     let names: Vec<String> = pods.list(&lp).await.unwrap().items.iter().map(|p| p.name_any()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
-    pods.evict(&names[0], &EvictParams::default()).await.expect("the first eviction is allowed");
-    let refused = pods.evict(&names[1], &EvictParams::default()).await.expect_err("the second is refused");
-    match refused {
+    // A drain: the nodes are cordoned, so an evicted Pod's replacement
+    // cannot become healthy; the cordon is lifted whatever the outcome.
+    assert!(!cordon(&ns.client, true).await.is_empty(), "no fake node to cordon");
+    let first = pods.evict(&names[0], &EvictParams::default()).await;
+    let second = pods.evict(&names[1], &EvictParams::default()).await;
+    cordon(&ns.client, false).await;
+    first.expect("the first eviction is allowed");
+    match second.expect_err("the second eviction is refused") {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 429, "{s:?}");
             assert!(s.message.contains("disruption budget"), "{}", s.message);
@@ -71,6 +103,7 @@ async fn a_budget_comes_with_two_replicas_honours_evictions_and_goes_at_one() {
 
 #[tokio::test]
 async fn a_changed_budget_is_reverted_and_a_foreign_one_is_refused_and_kept() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (ns, mgr) = start("pdb-own").await;
     let spec = RunnerSpec::new("nginx:1.27").replicas(2);
     ns.api::<Runner>().create(&PostParams::default(), &Runner::new("web", spec.clone())).await.unwrap();
