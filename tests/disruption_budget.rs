@@ -84,6 +84,13 @@ async fn a_budget_comes_with_two_replicas_honours_evictions_and_goes_at_one() {
     let first = pods.evict(&names[0], &EvictParams::default()).await;
     let second = pods.evict(&names[1], &EvictParams::default()).await;
     cordon(&ns.client, false).await;
+    // The replacement made while cordoned waits in the scheduler's
+    // unschedulable queue for minutes; a fresh one is scheduled at once.
+    for p in pods.list(&lp).await.unwrap() {
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
+            pods.delete(&p.name_any(), &Default::default()).await.unwrap();
+        }
+    }
     first.expect("the first eviction is allowed");
     match second.expect_err("the second eviction is refused") {
         kube::Error::Api(s) => {

@@ -58,15 +58,15 @@ pub fn error(e: &Error, at: &failure::Endpoint) -> String {
         return format!("error: {}\n", Safe::new(failure::line(&kind, at)));
     }
     let mut out = match e {
-        Error::Invalid(msg) => return format!("error: {}\n", Safe::new(msg)),
-        e => format!("error: {}\n", Safe::new(e.to_string())),
+        Error::Invalid(msg) => return format!("error: {}\n", Safe::multiline(msg)),
+        e => format!("error: {}\n", Safe::multiline(e.to_string())),
     };
     if matches!(e, Error::Api { .. }) {
         return out;
     }
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        out += &format!("  caused by: {}\n", Safe::new(s.to_string()));
+        out += &format!("  caused by: {}\n", Safe::multiline(s.to_string()));
         src = s.source();
     }
     out

@@ -38,6 +38,14 @@ impl Safe {
         Safe(escape(text.as_ref()).into_owned())
     }
 
+    /// `text` escaped line by line, its line breaks kept: for messages that
+    /// are several lines by design (an error listing what is missing). A
+    /// line break moves the cursor and nothing else, so cluster text in
+    /// them can start a line but not restyle or clear the terminal.
+    pub fn multiline(text: impl AsRef<str>) -> Safe {
+        Safe::lines(text.as_ref().split('\n').map(Safe::new))
+    }
+
     /// Escaped parts, one per line (a multi-line table cell).
     pub fn lines(parts: impl IntoIterator<Item = Safe>) -> Safe {
         Safe(parts.into_iter().map(|p| p.0).collect::<Vec<_>>().join("\n"))
@@ -108,6 +116,17 @@ pub fn escape(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod multiline_tests {
+    use super::*;
+
+    #[test]
+    fn multiline_text_keeps_its_line_breaks_and_escapes_the_rest() {
+        let s = Safe::multiline("lacks 1:\n  - can't \x1b[31mcreate\r");
+        assert_eq!(s.as_str(), "lacks 1:\n  - can't \\x1b[31mcreate\\r");
+    }
 }
 
 #[cfg(test)]
