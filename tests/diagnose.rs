@@ -128,6 +128,52 @@ async fn a_squatter_deployment_is_reported_as_a_foreign_child_the_manager_will_n
     assert_eq!(code, 3);
 }
 
+/// The namespace-wide read lists each kind once and joins by name: a
+/// same-name object without our label is still found, and neither an
+/// unrelated object nor another Runner's squatter is credited to the wrong
+/// Runner.
+#[tokio::test]
+async fn diagnosing_a_namespace_finds_a_squatter_by_name_and_mixes_up_no_runners() {
+    let ns = TestNs::new("diag-lists").await;
+    ensure_crd(&ns.client).await;
+    let deployment = |name: &str| -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "selector": { "matchLabels": { "app": name } },
+                      "template": { "metadata": { "labels": { "app": name } },
+                                    "spec": { "containers": [{ "name": "c", "image": "busybox" }] } } }
+        }))
+        .unwrap()
+    };
+    for name in ["web", "unrelated"] {
+        ns.api::<Deployment>().create(&PostParams::default(), &deployment(name)).await.expect("create");
+    }
+    create_runner(&ns, "web", spec("nginx:1.27"), false).await;
+    create_runner(&ns, "api", spec("nginx:1.27"), false).await;
+
+    let (code, report) = diagnose(&args(&ns.name, &[])).await;
+    let foreign: Vec<&str> =
+        with_code(&report, "child-foreign").iter().map(|f| f["message"].as_str().unwrap()).collect();
+    assert_eq!(
+        foreign,
+        [format!("Deployment {}/web exists without an owner; the manager refuses to adopt it", ns.name)],
+        "{report:#}"
+    );
+    let missing: Vec<&str> =
+        with_code(&report, "child-missing").iter().map(|f| f["message"].as_str().unwrap()).collect();
+    let n = &ns.name;
+    assert_eq!(
+        missing,
+        [
+            format!("Deployment {n}/api is missing"),
+            format!("Service {n}/api is missing"),
+            format!("Service {n}/web is missing")
+        ],
+        "{report:#}"
+    );
+    assert_eq!(code, 3);
+}
+
 #[tokio::test]
 async fn a_runner_no_manager_reconciled_is_missing_its_children_because_the_manager_is_absent() {
     let ns = TestNs::new("diag-missing").await;

@@ -3,12 +3,19 @@
 //! same-name object of every child kind ([`crate::kinds::all`]) in the
 //! Runner's namespace, whoever owns it (ownership is what the callers
 //! judge), read dynamically; and the Pods labelled with the Runner's UID.
+//!
+//! One Runner is read with a GET per kind ([`read`]); many are read with a
+//! few lists per kind and scope, joined in memory by (namespace, name)
+//! ([`list`], [`versions`], [`index`]), so the cost does not grow with one
+//! request per Runner and kind.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
+use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -113,23 +120,183 @@ pub async fn pods(client: &Client, ns: &str, name: &str, uid: Option<&str>) -> R
         .map_err(|e| Error::api("list", "Pod", ns, name, e))
 }
 
-/// Children of many Runners at once, keyed by (namespace, name): one list
-/// per kind (objects labelled with any Runner UID) instead of a get per
-/// kind and Runner, for `get -o wide`.
-pub async fn index(client: &Client, ns: Option<&str>) -> Result<BTreeMap<(String, String), Children>> {
-    let lp = ListParams::default().labels(RUNNER_UID_LABEL);
-    let mut out: BTreeMap<(String, String), Children> = BTreeMap::new();
-    for &kind in kinds::all() {
-        let listed = scoped_dynamic(client, &kind.api_resource(), ns)
-            .list(&lp)
-            .await
-            .map_err(|e| Error::api("list", kind.kind(), ns.unwrap_or(""), "", e))?;
-        for object in listed {
-            let key = (object.namespace().unwrap_or_default(), object.name_any());
-            out.entry(key).or_default().insert(kind, object);
+/// A Runner's (or a child's) namespace and name: the key of the joins.
+pub type Key = (String, String);
+
+/// The key of a listed object.
+fn key_of(meta: &kube::api::ObjectMeta) -> Key {
+    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+}
+
+/// A list (or a GET it led to) that failed: what was read, and why.
+#[derive(Debug)]
+pub struct ListFailure {
+    pub what: String,
+    pub error: kube::Error,
+}
+
+fn where_(ns: Option<&str>) -> String {
+    ns.map(|n| format!("in {n}")).unwrap_or("in all namespaces".into())
+}
+
+/// Pure: the objects listed, grouped by (namespace, name) into the
+/// Runners' [`Children`]. With `runners`, only those keys are kept and each
+/// has an entry (empty when it has no children); without, every key found.
+pub fn join(
+    listed: impl IntoIterator<Item = (&'static dyn Kind, DynamicObject)>,
+    runners: Option<&BTreeSet<Key>>,
+) -> BTreeMap<Key, Children> {
+    let mut out: BTreeMap<Key, Children> =
+        runners.into_iter().flatten().map(|k| (k.clone(), Children::default())).collect();
+    for (kind, object) in listed {
+        let key = key_of(&object.metadata);
+        match runners {
+            Some(keep) if !keep.contains(&key) => {}
+            _ => out.entry(key).or_default().insert(kind, object),
         }
     }
-    Ok(out)
+    out
+}
+
+/// Pure: of the unlabelled objects listed (metadata only), the ones named
+/// like a Runner, to be read in full: same-name objects someone else made.
+pub fn foreign<'a>(
+    listed: impl IntoIterator<Item = (&'static dyn Kind, &'a PartialObjectMeta<DynamicObject>)>,
+    runners: &BTreeSet<Key>,
+) -> Vec<(&'static dyn Kind, Key)> {
+    listed
+        .into_iter()
+        .map(|(kind, m)| (kind, key_of(&m.metadata)))
+        .filter(|(_, key)| runners.contains(key))
+        .collect()
+}
+
+/// Children of many Runners at once, keyed by (namespace, name): one list
+/// per kind (objects labelled with any Runner UID) instead of a get per
+/// kind and Runner, for `get -o wide` (it shows what we made, so it does
+/// not look for objects of others).
+pub async fn index(client: &Client, ns: Option<&str>) -> Result<BTreeMap<Key, Children>> {
+    let mut listed = vec![];
+    for &kind in kinds::all() {
+        let objects = labelled_objects(client, kind, ns)
+            .await
+            .map_err(|e| Error::api("list", kind.kind(), ns.unwrap_or(""), "", e))?;
+        listed.extend(objects.into_iter().map(|o| (kind, o)));
+    }
+    Ok(join(listed, None))
+}
+
+async fn labelled_objects(
+    client: &Client,
+    kind: &'static dyn Kind,
+    ns: Option<&str>,
+) -> kube::Result<Vec<DynamicObject>> {
+    let lp = ListParams::default().labels(RUNNER_UID_LABEL);
+    Ok(scoped_dynamic(client, &kind.api_resource(), ns).list(&lp).await?.items)
+}
+
+/// GETs at once for the foreign same-name objects of one scope.
+const FOREIGN_CONCURRENCY: usize = 8;
+
+/// The children of the `runners` in scope `ns` (`None`: all namespaces),
+/// whoever owns them, as [`read`] finds them for one Runner, from two
+/// lists per kind: the objects labelled with a Runner UID in full (ours,
+/// and copies of ours), and the unlabelled ones as metadata only, of which
+/// the few named like a Runner are then read in full. A namespace full of
+/// unrelated objects costs their metadata, not their specs; a failed list
+/// or read is returned with what it was, and the rest still joined.
+pub async fn list(
+    client: &Client,
+    ns: Option<&str>,
+    runners: &BTreeSet<Key>,
+) -> (BTreeMap<Key, Children>, Vec<ListFailure>) {
+    let per_kind = join_all(kinds::all().iter().map(|&kind| list_kind(client, kind, ns, runners))).await;
+    let mut listed = vec![];
+    let mut failed = vec![];
+    for (objects, failures) in per_kind {
+        listed.extend(objects);
+        failed.extend(failures);
+    }
+    (join(listed, Some(runners)), failed)
+}
+
+async fn list_kind(
+    client: &Client,
+    kind: &'static dyn Kind,
+    ns: Option<&str>,
+    runners: &BTreeSet<Key>,
+) -> (Vec<(&'static dyn Kind, DynamicObject)>, Vec<ListFailure>) {
+    let api = scoped_dynamic(client, &kind.api_resource(), ns);
+    let unlabelled = ListParams::default().labels(&format!("!{RUNNER_UID_LABEL}"));
+    let (ours, others) = tokio::join!(labelled_objects(client, kind, ns), api.list_metadata(&unlabelled));
+    let mut failed = vec![];
+    let mut out = vec![];
+    match ours {
+        Ok(objects) => out.extend(objects.into_iter().map(|o| (kind, o))),
+        Err(error) => {
+            failed.push(ListFailure { what: format!("list {} {}", kind.plural(), where_(ns)), error })
+        }
+    }
+    let others = match others {
+        Ok(l) => l.items,
+        Err(error) => {
+            let what = format!("list unlabelled {} {}", kind.plural(), where_(ns));
+            failed.push(ListFailure { what, error });
+            vec![]
+        }
+    };
+    let wanted = foreign(others.iter().map(|m| (kind, m)), runners);
+    let reads: Vec<_> = stream::iter(wanted)
+        .map(|(kind, (ns, name))| async move {
+            let api = scoped_dynamic(client, &kind.api_resource(), Some(&ns));
+            let what = format!("get {} {ns}/{name}", kind.kind());
+            (what, api.get_opt(&name).await)
+        })
+        .buffer_unordered(FOREIGN_CONCURRENCY)
+        .collect()
+        .await;
+    for (what, read) in reads {
+        match read {
+            Ok(Some(object)) => out.push((kind, object)),
+            Ok(None) => {}
+            Err(error) => failed.push(ListFailure { what, error }),
+        }
+    }
+    (out, failed)
+}
+
+/// The resourceVersions of the same-name objects of every kind for the
+/// `runners` in scope `ns`, by Runner and kind: one metadata list per kind
+/// (without a selector: a foreign object's churn counts too). A failed
+/// list is returned; the Runners then have no versions of that kind.
+pub async fn versions(
+    client: &Client,
+    ns: Option<&str>,
+    runners: &BTreeSet<Key>,
+) -> (BTreeMap<Key, BTreeMap<&'static str, String>>, Vec<ListFailure>) {
+    let lists = join_all(kinds::all().iter().map(|&kind| async move {
+        let api = scoped_dynamic(client, &kind.api_resource(), ns);
+        (kind, api.list_metadata(&ListParams::default()).await)
+    }))
+    .await;
+    let mut out: BTreeMap<Key, BTreeMap<&'static str, String>> = BTreeMap::new();
+    let mut failed = vec![];
+    for (kind, listed) in lists {
+        match listed {
+            Ok(l) => {
+                for m in l.items {
+                    let key = key_of(&m.metadata);
+                    if let (true, Some(rv)) = (runners.contains(&key), m.metadata.resource_version) {
+                        out.entry(key).or_default().insert(kind.kind(), rv);
+                    }
+                }
+            }
+            Err(error) => {
+                failed.push(ListFailure { what: format!("list {} {}", kind.plural(), where_(ns)), error })
+            }
+        }
+    }
+    (out, failed)
 }
 
 /// `Deployment ns/x`-style names of every object labelled with `uid`, of
@@ -146,3 +313,7 @@ pub async fn labelled(client: &Client, ns: &str, uid: &str) -> Result<Vec<String
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "children_tests.rs"]
+mod tests;

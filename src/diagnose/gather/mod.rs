@@ -123,7 +123,7 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     if !req.churn_window.is_zero() && !s.runners.is_empty() {
         tokio::time::sleep(req.churn_window.saturating_sub(t0.elapsed())).await;
         let elapsed = t0.elapsed();
-        runners::resample(client, &mut s.runners, elapsed).await;
+        runners::resample(client, req, &mut s.runners, elapsed).await;
     }
     s.gaps = gaps.0;
     s

@@ -2,8 +2,12 @@
 //! every child kind (whoever owns it: ownership is what the checks judge;
 //! [`crate::client::children`] reads them), the Pods labelled with its UID,
 //! and the Events about it.
+//!
+//! One Runner by name is read with GETs; every other scope with one list
+//! per kind and scope joined in memory, so `diagnose -A` costs a few lists
+//! whatever the number of Runners. The churn resample does the same.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::{StreamExt, stream};
@@ -13,7 +17,7 @@ use kube::{Client, ResourceExt};
 
 use super::{Gaps, Request};
 use crate::api::{RUNNER_UID_LABEL, Runner};
-use crate::client::children::{self, Children};
+use crate::client::children::{self, Children, Key, ListFailure};
 use crate::client::{scoped as api, scoped_dynamic};
 use crate::diagnose::snapshot::{Resample, RunnerState, Versions};
 use crate::kinds;
@@ -86,52 +90,91 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
             events.entry(uid).or_default().push(e);
         }
     }
-    let states: Vec<(RunnerState, Gaps)> = stream::iter(runners)
-        .map(|r| {
-            let uid = r.metadata.uid.clone().unwrap_or_default();
+    let mut found = match &req.name {
+        Some(_) => by_name(client, &runners, &mut gaps).await,
+        None => listed(client, req, &runners, &mut gaps).await,
+    };
+    let mut out: Vec<RunnerState> = runners
+        .into_iter()
+        .map(|runner| {
+            let uid = runner.metadata.uid.clone().unwrap_or_default();
+            let mut events = events.remove(&uid).unwrap_or_default();
+            events.sort_by_key(|e| e.last_timestamp.clone().or(e.metadata.creation_timestamp.clone()));
+            let children = found.remove(&key(&runner)).unwrap_or_default();
             let pods = pods.remove(&uid).unwrap_or_default();
-            let events = events.remove(&uid).unwrap_or_default();
-            async move { children(client, r, pods, events).await }
+            RunnerState { runner, children, pods, events, resample: None }
         })
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
-    let mut out = vec![];
-    for (st, g) in states {
-        out.push(st);
-        gaps.0.extend(g.0);
-    }
+        .collect();
     out.sort_by_key(|r| (r.runner.namespace(), r.runner.name_any()));
     (out, gaps)
 }
 
-async fn children(
-    client: &Client,
-    runner: Runner,
-    pods: Vec<Pod>,
-    mut events: Vec<Event>,
-) -> (RunnerState, Gaps) {
-    let mut gaps = Gaps::default();
-    let ns = runner.namespace().unwrap_or_default();
-    let name = runner.name_any();
-    let mut found = Children::default();
-    for read in children::read(client, &ns, &name).await {
-        let what = format!("get {} {ns}/{name}", read.kind.kind());
-        if let Some(object) = gaps.take(what, read.result).flatten() {
-            found.insert(read.kind, object);
-        }
+fn key(r: &Runner) -> Key {
+    (r.namespace().unwrap_or_default(), r.name_any())
+}
+
+fn record(gaps: &mut Gaps, failed: Vec<ListFailure>) {
+    for f in failed {
+        gaps.take::<()>(f.what, Err(f.error));
     }
-    events.sort_by_key(|e| e.last_timestamp.clone().or(e.metadata.creation_timestamp.clone()));
-    (RunnerState { runner, children: found, pods, events, resample: None }, gaps)
+}
+
+/// The children of one Runner (or the few asked by name): a GET per kind.
+async fn by_name(client: &Client, runners: &[Runner], gaps: &mut Gaps) -> BTreeMap<Key, Children> {
+    let mut out = BTreeMap::new();
+    for r in runners {
+        let (ns, name) = key(r);
+        let mut found = Children::default();
+        for read in children::read(client, &ns, &name).await {
+            let what = format!("get {} {ns}/{name}", read.kind.kind());
+            if let Some(object) = gaps.take(what, read.result).flatten() {
+                found.insert(read.kind, object);
+            }
+        }
+        out.insert((ns, name), found);
+    }
+    out
+}
+
+/// The children of every Runner in scope: lists per kind and scope.
+async fn listed(
+    client: &Client,
+    req: &Request,
+    runners: &[Runner],
+    gaps: &mut Gaps,
+) -> BTreeMap<Key, Children> {
+    let keys: BTreeSet<Key> = runners.iter().map(key).collect();
+    let mut out = BTreeMap::new();
+    for ns in scopes(req) {
+        let (found, failed) = children::list(client, ns, &keys).await;
+        record(gaps, failed);
+        out.extend(found.into_iter().filter(|(_, c)| !c.is_empty()));
+    }
+    out
 }
 
 /// The second look for churn: each Runner and its children's
-/// resourceVersions again. A failed read leaves `resample` unset.
-pub async fn resample(client: &Client, runners: &mut [RunnerState], elapsed: Duration) {
-    let looks: Vec<Option<Resample>> = stream::iter(runners.iter())
+/// resourceVersions again, by GETs for a Runner asked by name, else by one
+/// list per kind and scope. A Runner whose second look failed keeps
+/// `resample` unset.
+pub async fn resample(client: &Client, req: &Request, runners: &mut [RunnerState], elapsed: Duration) {
+    let looks = match &req.name {
+        Some(_) => resample_by_name(client, runners, elapsed).await,
+        None => resample_listed(client, req, runners, elapsed).await,
+    };
+    for (rs, look) in runners.iter_mut().zip(looks) {
+        rs.resample = look;
+    }
+}
+
+async fn resample_by_name(
+    client: &Client,
+    runners: &[RunnerState],
+    elapsed: Duration,
+) -> Vec<Option<Resample>> {
+    stream::iter(runners.iter())
         .map(|rs| {
-            let ns = rs.runner.namespace().unwrap_or_default();
-            let name = rs.runner.name_any();
+            let (ns, name) = key(&rs.runner);
             async move {
                 let runner = api::<Runner>(client, Some(&ns)).get_opt(&name).await.ok()?;
                 let mut children_after = Versions::new();
@@ -148,8 +191,41 @@ pub async fn resample(client: &Client, runners: &mut [RunnerState], elapsed: Dur
         })
         .buffered(CONCURRENCY)
         .collect()
-        .await;
-    for (rs, look) in runners.iter_mut().zip(looks) {
-        rs.resample = look;
+        .await
+}
+
+async fn resample_listed(
+    client: &Client,
+    req: &Request,
+    runners: &[RunnerState],
+    elapsed: Duration,
+) -> Vec<Option<Resample>> {
+    let keys: BTreeSet<Key> = runners.iter().map(|rs| key(&rs.runner)).collect();
+    let mut now: BTreeMap<Key, Runner> = BTreeMap::new();
+    let mut versions: BTreeMap<Key, Versions> = BTreeMap::new();
+    // Scopes whose second look failed: their Runners get no resample.
+    let mut failed_scopes: Vec<Option<String>> = vec![];
+    for ns in scopes(req) {
+        let (lp, runners_api) = (ListParams::default(), api::<Runner>(client, ns));
+        let (listed, (found, failed)) =
+            tokio::join!(runners_api.list(&lp), children::versions(client, ns, &keys));
+        match listed {
+            Ok(l) if failed.is_empty() => {
+                now.extend(l.items.into_iter().map(|r| (key(&r), r)));
+                versions.extend(found);
+            }
+            _ => failed_scopes.push(ns.map(str::to_string)),
+        }
     }
+    runners
+        .iter()
+        .map(|rs| {
+            let k = key(&rs.runner);
+            if failed_scopes.iter().any(|s| s.as_ref().is_none_or(|s| *s == k.0)) {
+                return None;
+            }
+            let children_after = versions.remove(&k).unwrap_or_default();
+            Some(Resample { elapsed, runner: now.remove(&k), children_after })
+        })
+        .collect()
 }
