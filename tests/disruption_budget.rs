@@ -74,6 +74,11 @@ async fn a_budget_comes_with_two_replicas_honours_evictions_and_goes_at_one() {
         }
     })
     .await;
+    // kube's client retries a 429 (as the Eviction API's refusal is) for
+    // minutes by default, honouring Retry-After: ask without retries.
+    let mut config = kube::Config::infer().await.unwrap();
+    config.default_retry = false;
+    let once: Api<Pod> = Api::namespaced(kube::Client::try_from(config).unwrap(), &ns.name);
     let pods = ns.api::<Pod>();
     let lp = ListParams::default().labels(&format!("{RUNNER_UID_LABEL}={}", r.uid().unwrap()));
     let names: Vec<String> = pods.list(&lp).await.unwrap().items.iter().map(|p| p.name_any()).collect();
@@ -81,8 +86,8 @@ async fn a_budget_comes_with_two_replicas_honours_evictions_and_goes_at_one() {
     // A drain: the nodes are cordoned, so an evicted Pod's replacement
     // cannot become healthy; the cordon is lifted whatever the outcome.
     assert!(!cordon(&ns.client, true).await.is_empty(), "no fake node to cordon");
-    let first = pods.evict(&names[0], &EvictParams::default()).await;
-    let second = pods.evict(&names[1], &EvictParams::default()).await;
+    let first = once.evict(&names[0], &EvictParams::default()).await;
+    let second = once.evict(&names[1], &EvictParams::default()).await;
     cordon(&ns.client, false).await;
     // The replacement made while cordoned waits in the scheduler's
     // unschedulable queue for minutes; a fresh one is scheduled at once.
