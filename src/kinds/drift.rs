@@ -44,7 +44,8 @@ pub type Rules = [(&'static [&'static str], Merge)];
 /// Every child's owner references: keyed by UID (others' entries stay).
 const COMMON: &Rules = &[(&["metadata", "ownerReferences"], Merge::Keyed(&["uid"]))];
 
-fn merge_at(rules: &Rules, path: &[&str]) -> Merge {
+/// How the field at `path` merges under `rules`.
+pub(super) fn merge_at(rules: &Rules, path: &[&str]) -> Merge {
     COMMON.iter().chain(rules).find(|(p, _)| *p == path).map_or(Merge::Granular, |(_, m)| *m)
 }
 

@@ -35,6 +35,7 @@ pub mod managed_fields;
 pub mod meta;
 pub mod pdb;
 pub mod pod_fields;
+pub mod removal;
 pub mod service;
 pub mod trim;
 pub mod view;

@@ -4,8 +4,8 @@
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use kube::runtime::reflector::Store;
 
+pub use super::child_write::Cache;
 use super::child_write::{self, Outcome, Writes};
 use crate::api::Runner;
 use crate::error::Result;
@@ -26,11 +26,6 @@ pub trait ChildCache: Send + Sync {
         deleting: bool,
         facts: &'a mut Facts,
     ) -> BoxFuture<'a, Result<Outcome>>;
-}
-
-/// The cache of kind `K`.
-pub struct Cache<K: ChildKind> {
-    pub store: Store<K::View>,
 }
 
 impl<K: ChildKind> ChildCache for Cache<K> {
@@ -54,7 +49,7 @@ impl<K: ChildKind> ChildCache for Cache<K> {
         facts: &'a mut Facts,
     ) -> BoxFuture<'a, Result<Outcome>> {
         let want = if deleting { None } else { K::desired(runner) };
-        child_write::reconcile::<K>(writes, &self.store, runner, want, facts).boxed()
+        child_write::reconcile::<K>(writes, self, runner, want, facts).boxed()
     }
 }
 
@@ -71,7 +66,7 @@ pub fn seeded(objects: Vec<serde_json::Value>) -> std::sync::Arc<[Box<dyn ChildC
                 let view: K::View = serde_json::from_value(obj.clone()).expect("a seed object of its kind");
                 writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(view));
             }
-            self.1.push(Box::new(Cache::<K> { store }));
+            self.1.push(Box::new(Cache::<K>::new(store, Default::default())));
         }
     }
     let mut seed = Seed(objects, Vec::new());

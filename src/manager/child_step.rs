@@ -10,6 +10,11 @@
 //!   yes    yes     yes    no         no                         Nothing
 //!   yes    yes     yes    no         yes     yes                TakeOverThenApply
 //!   yes    yes     yes    no         yes     no                 Apply
+//!
+//! A take-over is needed when an entry of ours was renamed by someone else,
+//! or when the child still has fields under our Update entry (it was
+//! created with POST) and the apply must remove one of them
+//! ([`removal::removes`]); a scalar change applies directly.
 //!   no     no / not ours / delete answered "gone"               Nothing
 //!   no     ours, delete sent and still finalizing, or deleting  Wait
 //!   no     ours                                                 Delete
@@ -19,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::kinds::drift::{self, Rules};
-use crate::kinds::managed_fields;
+use crate::kinds::{managed_fields, removal};
 use crate::ownership::{Ownership, ownership};
 
 /// What to do to a child this pass.
@@ -54,11 +59,13 @@ pub struct Live<'a> {
 }
 
 /// The step for one child. `want` is the body we would apply (None: the
-/// Runner should not have this child, or is being deleted); `delete_sent`
+/// Runner should not have this child, or is being deleted); `universe` is
+/// what we would apply with every optional spec field on; `delete_sent`
 /// is what the apiserver answered to our DELETE of this very child, if we
 /// sent one (true: gone).
 pub fn decide(
     rules: &Rules,
+    universe: &Value,
     want: Option<&Value>,
     live: Option<Live<'_>>,
     runner_uid: &str,
@@ -86,7 +93,9 @@ pub fn decide(
     let plan = drift::plan(rules, want, live.body);
     if !plan.apply {
         Step::Nothing
-    } else if managed_fields::needs_upgrade(live.meta) || !plan.renamed.is_empty() {
+    } else if !plan.renamed.is_empty()
+        || (managed_fields::needs_upgrade(live.meta) && removal::removes(rules, universe, want, live.body))
+    {
         Step::TakeOverThenApply
     } else {
         Step::Apply
@@ -130,10 +139,17 @@ mod tests {
         json!({ "metadata": { "labels": { "app": value } } })
     }
 
+    /// What the rows below may set: the `app` and `tier` labels.
+    fn universe() -> Value {
+        json!({ "metadata": { "labels": { "app": "x", "tier": "x" } } })
+    }
+
     #[test]
     fn every_branch_of_the_decision() {
         let want = label("web");
         let (same, moved) = (label("web"), label("other"));
+        let mut with_tier = label("other");
+        with_tier["metadata"]["labels"]["tier"] = json!("front");
         let ours = meta(Some("u1"), false, false);
         let ours_deleting = meta(Some("u1"), true, false);
         let ours_posted = meta(Some("u1"), false, true);
@@ -154,7 +170,21 @@ mod tests {
             ("ours, being deleted", Some(&want), live(&ours_deleting, &moved), None, Step::Wait),
             ("ours and as wanted", Some(&want), live(&ours, &same), None, Step::Nothing),
             ("ours, drifted", Some(&want), live(&ours, &moved), None, Step::Apply),
-            ("ours, posted, drifted", Some(&want), live(&ours_posted, &moved), None, Step::TakeOverThenApply),
+            ("ours, posted, a scalar drifted", Some(&want), live(&ours_posted, &moved), None, Step::Apply),
+            (
+                "ours, posted, a key of ours to remove",
+                Some(&want),
+                live(&ours_posted, &with_tier),
+                None,
+                Step::TakeOverThenApply,
+            ),
+            (
+                "ours, a key to remove, applied before",
+                Some(&want),
+                live(&ours, &with_tier),
+                None,
+                Step::Apply,
+            ),
             ("ours, posted, as wanted", Some(&want), live(&ours_posted, &same), None, Step::Nothing),
             ("unwanted and absent", None, None, None, Step::Nothing),
             ("unwanted, someone else's", None, live(&foreign, &same), None, Step::Nothing),
@@ -165,7 +195,7 @@ mod tests {
             ("unwanted, delete still finalizing", None, live(&ours, &same), Some(false), Step::Wait),
         ];
         for (what, want, live, sent, step) in rows {
-            assert_eq!(decide(Services::MERGE, want, live, "u1", sent), step, "{what}");
+            assert_eq!(decide(Services::MERGE, &universe(), want, live, "u1", sent), step, "{what}");
         }
         // Someone moved our port to another number under our port's name: a
         // take-over, since an apply would add a second port named http.
@@ -173,7 +203,7 @@ mod tests {
             |n: i32| json!({ "spec": { "ports": [{ "name": "http", "port": n, "protocol": "TCP" }] } });
         let (want, renamed) = (port(80), port(81));
         assert_eq!(
-            decide(Services::MERGE, Some(&want), live(&ours, &renamed), "u1", None),
+            decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None),
             Step::TakeOverThenApply
         );
     }

@@ -17,17 +17,44 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::Client;
 
 use super::child_step::{self, Live, Step};
 use super::metrics::Metrics;
+use super::own_writes::Recent;
 use crate::api::{FIELD_MANAGER, Runner};
 use crate::error::{Error, Result, is_rejection};
 use crate::kinds::drift::{self, Rules};
-use crate::kinds::{ChildKind, Facts, managed_fields, view};
+use crate::kinds::{ChildKind, Facts, managed_fields, trim, view};
 use crate::ownership::Refused;
+
+/// What a pass reads of kind `K`: the watch's cache, the answers of our
+/// writes it has not delivered yet ([`Recent`]), and the universe of
+/// fields we may set ([`crate::kinds::removal`]).
+pub struct Cache<K: ChildKind> {
+    pub store: Store<K::View>,
+    pub recent: Arc<Recent<K::View>>,
+    universe: Value,
+}
+
+impl<K: ChildKind> Cache<K> {
+    pub fn new(store: Store<K::View>, recent: Arc<Recent<K::View>>) -> Self {
+        let mut r = Runner::new("universe", crate::api::RunnerSpec::every_field());
+        r.metadata.uid = Some("universe".into());
+        let mut universe = K::desired(&r).and_then(|o| serde_json::to_value(o).ok()).unwrap_or_default();
+        untyped(&mut universe);
+        Cache { store, recent, universe }
+    }
+
+    /// The child as a pass should judge it: the newer of the cache's copy
+    /// and our last write's answer.
+    fn live(&self, namespace: &str, name: &str) -> Option<K::View> {
+        let cached = self.store.get(&ObjectRef::new(name).within(namespace));
+        self.recent.fresher(cached, namespace, name).map(|c| c.as_ref().clone())
+    }
+}
 
 /// What the write path needs of the manager: the client, the metrics, and
 /// the memory of the deletes it sent.
@@ -112,7 +139,7 @@ fn untyped(v: &mut Value) {
 /// status to show.
 pub async fn reconcile<K: ChildKind>(
     ctx: &Writes,
-    store: &Store<K::View>,
+    cache: &Cache<K>,
     runner: &Runner,
     want: Option<K::Object>,
     facts: &mut Facts,
@@ -126,17 +153,25 @@ pub async fn reconcile<K: ChildKind>(
         untyped(&mut v);
         v
     });
-    let mut live: Option<K::View> = store.get(&ObjectRef::new(&name).within(&ns)).map(|c| c.as_ref().clone());
+    let mut live: Option<K::View> = cache.live(&ns, &name);
     // Twice at most: a POST that finds the name taken reads the object, and
     // a live object is never decided Create.
     loop {
         let live_v = live.as_ref().map(serde_json::to_value).transpose().map_err(encode)?;
         let sent = live.as_ref().and_then(|l| ctx.delete_answer(&uid, l.meta().uid.as_deref()?));
         let found = live.as_ref().zip(live_v.as_ref()).map(|(l, body)| Live { meta: l.meta(), body });
-        let step = child_step::decide(K::MERGE, want_v.as_ref(), found, &uid, sent);
+        let step = child_step::decide(K::MERGE, &cache.universe, want_v.as_ref(), found, &uid, sent);
         let ours = |view: &K::View, facts: &mut Facts| {
             K::facts(view, runner, facts);
             Outcome::Ours
+        };
+        let wrote = |obj: &K::Object, facts: &mut Facts| -> Result<Outcome> {
+            let mut view: K::View = view::of(obj).map_err(encode)?;
+            trim::child_meta(kube::Resource::meta_mut(&mut view));
+            K::trim(&mut view);
+            let outcome = ours(&view, facts);
+            cache.recent.wrote(view);
+            Ok(outcome)
         };
         match step {
             Step::Create => {
@@ -146,7 +181,7 @@ pub async fn reconcile<K: ChildKind>(
                     Ok(created) => {
                         info!(kind, namespace = %ns, %name, "created");
                         ctx.metrics.write(&format!("create_{}", kind.to_lowercase()));
-                        return Ok(ours(&view::of(&created).map_err(encode)?, facts));
+                        return wrote(&created, facts);
                     }
                     Err(kube::Error::Api(s)) if s.is_already_exists() => {
                         let found =
@@ -183,7 +218,7 @@ pub async fn reconcile<K: ChildKind>(
                     }
                 }
                 return match apply::<K>(ctx, &api, &name, live.meta().uid.as_deref(), want_v).await {
-                    Ok(applied) => Ok(ours(&view::of(&applied).map_err(encode)?, facts)),
+                    Ok(applied) => wrote(&applied, facts),
                     Err(e) if is_rejection(&e) => Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
                     Err(e) => Err(Error::api("apply", kind, &ns, &name, e)),
                 };

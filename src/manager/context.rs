@@ -11,7 +11,9 @@ use kube::runtime::events::Recorder;
 use super::child_cache::ChildCache;
 use super::child_write::Writes;
 use super::metrics::Metrics;
+use super::own_writes::Recent;
 use super::pod_problems::PodProblems;
+use super::status_write::Clock;
 
 /// A cache per child kind ([`crate::kinds::visit`] order) and the Pod
 /// problem view.
@@ -19,6 +21,9 @@ use super::pod_problems::PodProblems;
 pub struct Stores {
     pub children: Arc<[Box<dyn ChildCache>]>,
     pub pods: PodProblems,
+    /// The Runners as our status patches returned them, until the Runner
+    /// watch delivers them ([`Recent`]).
+    pub own_status: Arc<Recent<crate::api::Runner>>,
 }
 
 /// What every pass shares.
@@ -31,15 +36,31 @@ pub struct Context {
     pub writes: Writes,
     /// Failed passes in a row, per Runner (`namespace/name`): the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
+    /// When each Runner's status was written ([`super::status_write`]).
+    pub status_clocks: Mutex<HashMap<String, Clock>>,
 }
 
 impl Context {
     pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Metrics) -> Self {
         let writes = Writes::new(client.clone(), metrics.clone());
-        Context { client, stores, recorder, metrics, writes, failures: Mutex::default() }
+        Context {
+            client,
+            stores,
+            recorder,
+            metrics,
+            writes,
+            failures: Mutex::default(),
+            status_clocks: Mutex::default(),
+        }
     }
 
     pub(super) fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
         self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The status clocks; a Runner's goes when nothing in it matters any
+    /// more, so they hold only Runners written to in the last seconds.
+    pub(super) fn status_clocks(&self) -> MutexGuard<'_, HashMap<String, Clock>> {
+        self.status_clocks.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -17,6 +17,7 @@ pub mod controller;
 pub mod leader;
 pub mod metrics;
 pub mod metrics_auth;
+pub mod own_writes;
 pub mod pod_problems;
 pub mod pod_view;
 pub mod preflight;
@@ -28,6 +29,7 @@ pub mod runner_patch;
 pub mod runner_step;
 pub mod server;
 pub mod status;
+pub mod status_write;
 pub mod watches;
 
 pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};

@@ -21,12 +21,16 @@ use super::retry;
 use super::runner_patch::{add_finalizer, patch_status, remove_finalizer};
 use super::runner_step::{self, RunnerStep};
 use super::status::{self, Observed};
+use super::status_write::{self, When};
 use crate::api::{Phase, Runner, RunnerStatus, condition};
 use crate::error::{Error, Result};
 use crate::kinds::Facts;
 
 /// A refused child is not watched when it lacks our label: look again this often.
 const REFUSED_RECHECK: Duration = Duration::from_secs(60);
+
+/// Status clocks kept before the expired ones are swept.
+const CLOCKS_KEPT: usize = 256;
 
 fn key(runner: &Runner) -> String {
     format!("{}/{}", runner.namespace().unwrap_or_default(), runner.name_any())
@@ -36,6 +40,9 @@ fn key(runner: &Runner) -> String {
 /// jittered resync period, so a change the watches missed still converges.
 pub async fn reconcile(runner: Arc<Runner>, ctx: Arc<Context>) -> Result<Action> {
     let start = Instant::now();
+    // Our last status patch, if the cache has not caught up with it.
+    let (ns, name) = (runner.namespace().unwrap_or_default(), runner.name_any());
+    let runner = ctx.stores.own_status.fresher(Some(runner.clone()), &ns, &name).unwrap_or(runner);
     let result = reconcile_inner(&runner, &ctx).await;
     ctx.metrics.observe(start.elapsed());
     if result.is_ok() {
@@ -95,23 +102,49 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
             Outcome::Ours | Outcome::Gone | Outcome::Pending => {}
         }
     }
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let new_status = status::compute(runner, &seen, &now);
-    if runner.status.as_ref() != Some(&new_status) {
-        announce_refusal(ctx, runner, &new_status).await;
-        patch_status(api, runner, &new_status).await?;
-        ctx.metrics.write("patch_status");
-    }
+    let new_status = status::compute(runner, &seen, &Time(k8s_openapi::jiff::Timestamp::now()));
+    let due = write_status(ctx, api, runner, new_status).await?;
     if let Some(message) = seen.rejected.first() {
         // Shown in the status; retried with backoff, since an RBAC or
         // admission change elsewhere may let it through.
         return Err(Error::ChildRejected { runner: key(runner), message: message.clone() });
     }
-    Ok(if seen.refused.is_empty() {
-        Action::requeue(retry::resync(rand::random()))
-    } else {
-        Action::requeue(REFUSED_RECHECK)
-    })
+    let next = if seen.refused.is_empty() { retry::resync(rand::random()) } else { REFUSED_RECHECK };
+    Ok(Action::requeue(due.map_or(next, |d| d.min(next))))
+}
+
+/// Writes the status when [`status_write::when`] says so; returns when a
+/// deferred write is due.
+async fn write_status(
+    ctx: &Context,
+    api: &Api<Runner>,
+    runner: &Runner,
+    new: RunnerStatus,
+) -> Result<Option<Duration>> {
+    let (key, now) = (key(runner), Instant::now());
+    let when = {
+        let mut clocks = ctx.status_clocks();
+        let clock = clocks.entry(key.clone()).or_default();
+        clock.saw(new.observed_generation, now);
+        status_write::when(runner.status.as_ref(), &new, clock, now)
+    };
+    match when {
+        When::Never => Ok(None),
+        When::After(due) => Ok(Some(due)),
+        When::Now => {
+            announce_refusal(ctx, runner, &new).await;
+            let mut stored = patch_status(api, runner, &new).await?;
+            ctx.metrics.write("patch_status");
+            crate::kinds::trim::runner(&mut stored);
+            ctx.stores.own_status.wrote(stored);
+            let mut clocks = ctx.status_clocks();
+            clocks.entry(key).or_default().written = Some(now);
+            if clocks.len() > CLOCKS_KEPT {
+                clocks.retain(|_, c| !c.expired(now));
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Deletion: delete our children; when all are gone, drop our finalizer
@@ -132,6 +165,7 @@ async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool
     }
     remove_finalizer(api, runner).await?;
     ctx.metrics.write("remove_finalizer");
+    ctx.status_clocks().remove(&key(runner));
     let removed = ctx.writes.forget_deletes(&runner.uid().unwrap_or_default());
     let note = runner_step::deletion_note(runner, orphan, &removed);
     // After the finalizer: a retried removal must not record a second Event.
@@ -148,7 +182,9 @@ async fn show_terminating(ctx: &Context, runner: &Runner, api: &Api<Runner>) {
     let mut s = runner.status.clone().unwrap_or_default();
     s.phase = Phase::Terminating;
     s.message = Some("waiting for children to finish deleting".into());
-    if patch_status(api, runner, &s).await.is_ok() {
+    if let Ok(mut stored) = patch_status(api, runner, &s).await {
+        crate::kinds::trim::runner(&mut stored);
+        ctx.stores.own_status.wrote(stored);
         ctx.metrics.write("patch_status");
     }
 }

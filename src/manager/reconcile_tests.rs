@@ -22,7 +22,8 @@ type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 fn context() -> (Arc<Context>, Handle) {
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
-    let stores = Stores { children: seeded(vec![]), pods: Default::default() };
+    let stores =
+        Stores { children: seeded(vec![]), pods: Default::default(), own_status: Default::default() };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
     (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }
@@ -112,7 +113,8 @@ fn context_with(deployments: Vec<k8s_openapi::api::apps::v1::Deployment>) -> (Ar
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let objects = deployments.iter().map(|d| serde_json::to_value(d).unwrap()).collect();
-    let stores = Stores { children: seeded(objects), pods: Default::default() };
+    let stores =
+        Stores { children: seeded(objects), pods: Default::default(), own_status: Default::default() };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
     (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }
@@ -250,19 +252,20 @@ async fn a_post_that_finds_the_name_taken_reads_it_and_refuses_someone_elses() {
 }
 
 #[tokio::test]
-async fn a_drifted_child_posted_by_an_earlier_version_is_taken_over_then_applied() {
+async fn a_posted_child_whose_apply_must_remove_a_field_is_taken_over_then_applied() {
     let mut r = runner(Some(vec![FINALIZER]), false);
     r.spec.replicas = 1;
-    let mut d = our_deployment(&r);
+    // Posted with port 80 (our Update entry owns that container port); the
+    // Runner now says 8080, and an apply alone could not remove port 80.
+    r.spec.port = 8080;
+    let before = {
+        let mut b = r.clone();
+        b.spec.port = 80;
+        b
+    };
+    let mut d = our_deployment(&before);
     d.metadata.resource_version = Some("5".into());
-    // Posted (our Update entry), and someone changed the image since.
-    d.metadata.managed_fields = Some(vec![
-        serde_json::from_value(json!({
-        "manager": crate::api::FIELD_MANAGER, "operation": "Update", "apiVersion": "apps/v1",
-        "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": { "f:replicas": {} } } }))
-        .unwrap(),
-    ]);
-    d.spec.template.spec.as_mut().unwrap().containers[0].image = Some("evil:1".into());
+    d.metadata.managed_fields = Some(vec![posted_entry()]);
     let (ctx, mut handle) = context_with(vec![d.clone()]);
     let task = tokio::spawn(reconcile(Arc::new(r.clone()), ctx));
     let (m, path, _) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
@@ -278,8 +281,34 @@ async fn a_drifted_child_posted_by_an_earlier_version_is_taken_over_then_applied
     assert_eq!(ops[1]["value"][0]["operation"], "Apply", "our Update entry folded into an Apply entry");
     let (m, path, body) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
     assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/apis/apps/v1/namespaces/team/deployments/web"));
-    assert_eq!(body["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27", "ours again");
+    assert_eq!(body["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 8080);
     assert_eq!(body["metadata"]["uid"], "d-1", "the live UID as a precondition");
+    drop(handle);
+    let _ = task.await;
+}
+
+/// Our entry as a POST records it.
+fn posted_entry() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+    serde_json::from_value(json!({
+        "manager": crate::api::FIELD_MANAGER, "operation": "Update", "apiVersion": "apps/v1",
+        "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": { "f:replicas": {} } } }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_scalar_drift_of_a_posted_child_is_applied_without_a_take_over() {
+    let mut r = runner(Some(vec![FINALIZER]), false);
+    r.spec.replicas = 1;
+    let mut d = our_deployment(&r);
+    d.metadata.resource_version = Some("5".into());
+    d.metadata.managed_fields = Some(vec![posted_entry()]);
+    d.spec.template.spec.as_mut().unwrap().containers[0].image = Some("evil:1".into());
+    let (ctx, mut handle) = context_with(vec![d.clone()]);
+    let task = tokio::spawn(reconcile(Arc::new(r.clone()), ctx));
+    let (m, path, body) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
+    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/apis/apps/v1/namespaces/team/deployments/web"));
+    assert_eq!(body["apiVersion"], "apps/v1", "an apply, not a take-over");
+    assert_eq!(body["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27", "ours again");
     drop(handle);
     let _ = task.await;
 }

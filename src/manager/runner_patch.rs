@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 /// replace a list someone else created since our read: the
 /// resourceVersion guards it. With a list, the list itself is the guard.
 pub async fn add_finalizer(api: &Api<Runner>, runner: &Runner) -> Result<()> {
-    json_patch(api, runner, add_finalizer_ops(runner), "add the finalizer to", false).await
+    json_patch(api, runner, add_finalizer_ops(runner), "add the finalizer to", false).await.map(drop)
 }
 
 fn add_finalizer_ops(runner: &Runner) -> Value {
@@ -33,14 +33,15 @@ fn add_finalizer_ops(runner: &Runner) -> Value {
 /// Removes our finalizer and only ours ([`crate::api::remove_finalizer_patch`]).
 pub async fn remove_finalizer(api: &Api<Runner>, runner: &Runner) -> Result<()> {
     let Some(patch) = crate::api::remove_finalizer_patch(runner) else { return Ok(()) };
-    send(api, runner, patch, "remove the finalizer from", false).await
+    send(api, runner, patch, "remove the finalizer from", false).await.map(drop)
 }
 
 /// Status through the status subresource, guarded by the Runner's UID and
 /// generation rather than its resourceVersion: our own finalizer or status
 /// writes do not make it fail, a spec change does (the next pass re-reads),
 /// so Ready is never written for an old generation or a same-name successor.
-pub async fn patch_status(api: &Api<Runner>, runner: &Runner, status: &RunnerStatus) -> Result<()> {
+/// Returns the Runner as the apiserver stored it.
+pub async fn patch_status(api: &Api<Runner>, runner: &Runner, status: &RunnerStatus) -> Result<Runner> {
     let ops = json!([
         { "op": "test", "path": "/metadata/uid", "value": runner.uid() },
         { "op": "test", "path": "/metadata/generation", "value": runner.metadata.generation },
@@ -55,7 +56,7 @@ async fn json_patch(
     ops: Value,
     op: &'static str,
     status: bool,
-) -> Result<()> {
+) -> Result<Runner> {
     let patch: json_patch::Patch =
         serde_json::from_value(ops).map_err(|source| Error::Encode { what: "a JSON patch", source })?;
     send(api, runner, patch, op, status).await
@@ -69,7 +70,7 @@ async fn send(
     patch: json_patch::Patch,
     op: &'static str,
     status: bool,
-) -> Result<()> {
+) -> Result<Runner> {
     let (name, ns) = (runner.name_any(), runner.namespace().unwrap_or_default());
     let pp = PatchParams::default();
     let res = if status {
@@ -77,7 +78,7 @@ async fn send(
     } else {
         api.patch(&name, &pp, &Patch::<()>::Json(patch)).await
     };
-    res.map(drop).map_err(|e| Error::api(op, "Runner", &ns, &name, e))
+    res.map_err(|e| Error::api(op, "Runner", &ns, &name, e))
 }
 
 #[cfg(test)]

@@ -5,18 +5,21 @@
 //! per namespace and still one store ([`Merge`]).
 
 use futures::stream::BoxStream;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::ready;
 use futures::{StreamExt, stream};
 use kube::Client;
-use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store, store::Writer};
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
 
 use super::child_cache::{Cache, ChildCache};
 use super::context::Stores;
+use super::own_writes::{Recent, Seen};
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
 use super::relist::{self, Merge};
@@ -32,8 +35,9 @@ pub struct Watches {
     pub stores: Stores,
     pub runners: Store<Runner>,
     pub runner_events: Events<Runner>,
-    /// Runners whose children changed, debounced
-    /// ([`CHILD_DEBOUNCE`]). Polling it keeps the children's stores filled.
+    /// Runners whose children changed in what a pass reads, debounced
+    /// ([`CHILD_DEBOUNCE`], at most [`CHILD_MAX_WAIT`]). Polling it keeps
+    /// the children's stores filled.
     pub child_triggers: BoxStream<'static, ObjectRef<Runner>>,
     /// Runners whose reported Pod problem changed.
     pub pod_triggers: BoxStream<'static, ObjectRef<Runner>>,
@@ -49,6 +53,11 @@ const LIST_PAGE: u32 = 100;
 /// reads them all. Changes to the Runner itself are not debounced: they
 /// reach the children at once.
 const CHILD_DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// The longest a Runner's child events wait for quiet: a writer that keeps
+/// touching a child less than [`CHILD_DEBOUNCE`] apart would otherwise
+/// starve the Runner until its resync.
+const CHILD_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// What of a Runner, when it changes, needs a pass: its spec (generation),
 /// a deletion, or its finalizers. Status-only updates (our own writes) do
@@ -87,12 +96,60 @@ fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>>
     Some(ObjectRef::new(child.meta().name.as_deref()?).within(child.meta().namespace.as_deref()?))
 }
 
-/// The Runners a child watch's events concern ([`runner_of_same_name`]).
-fn runners_of<K: kube::Resource + Send + 'static>(
+/// Feeds a child kind's store, and names the Runners that need a pass
+/// ([`runner_of_same_name`]): not for the echo of our own write or an event
+/// older than it ([`Recent::observe`]), not for an update that changes
+/// nothing the cache keeps (a pass reads only that), and not for the first
+/// list (the Runners' own first list brings every pass).
+fn reflect_and_wake<V>(
     what: &'static str,
-    children: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-) -> BoxStream<'static, ObjectRef<Runner>> {
-    without_errors(what, children).filter_map(|c| ready(c.ok().and_then(runner_of_same_name))).boxed()
+    events: impl futures::Stream<Item = Result<watcher::Event<V>, watcher::Error>> + Send + 'static,
+    mut writer: Writer<V>,
+    store: Store<V>,
+    recent: Arc<Recent<V>>,
+) -> BoxStream<'static, ObjectRef<Runner>>
+where
+    V: kube::Resource<DynamicType = ()>
+        + Lookup<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + Send
+        + Sync
+        + 'static,
+{
+    without_errors(what, events)
+        .filter_map(move |event| {
+            let wake = match &event {
+                Ok(watcher::Event::Apply(obj)) => match recent.observe(obj) {
+                    Seen::Echo | Seen::Older => None,
+                    Seen::Unknown | Seen::Newer => {
+                        let before = store.get(&ObjectRef::from_obj(obj));
+                        before.is_none_or(|b| reads_differ(b.as_ref(), obj)).then(|| obj.clone())
+                    }
+                },
+                Ok(watcher::Event::Delete(obj)) => {
+                    recent.forget(obj);
+                    Some(obj.clone())
+                }
+                _ => None,
+            };
+            if let Ok(event) = &event {
+                writer.apply_watcher_event(event);
+            }
+            ready(wake.and_then(runner_of_same_name))
+        })
+        .boxed()
+}
+
+/// Whether two cached versions of a child differ in anything but their
+/// resourceVersion (a write that changed only what the cache trims away).
+fn reads_differ<V: kube::Resource + Clone + serde::Serialize>(before: &V, after: &V) -> bool {
+    let bare = |v: &V| {
+        let mut v = v.clone();
+        v.meta_mut().resource_version = None;
+        serde_json::to_value(v).ok()
+    };
+    bare(before) != bare(after)
 }
 
 /// Starts one child kind's watch into its cache ([`kinds::Visitor`]).
@@ -112,11 +169,11 @@ impl kinds::Visitor for ChildWatches<'_> {
             trim::child_meta(kube::Resource::meta_mut(v));
             K::trim(v);
         };
-        let stream = merged_watches(self.client, self.namespaces, config, trimmed, &store)
-            .reflect(writer)
-            .touched_objects();
-        self.triggers.push(runners_of(<K::Object as k8s_openapi::Resource>::KIND, stream));
-        self.caches.push(Box::new(Cache::<K> { store }));
+        let recent = Arc::new(Recent::default());
+        let stream = merged_watches(self.client, self.namespaces, config, trimmed, &store);
+        let kind = <K::Object as k8s_openapi::Resource>::KIND;
+        self.triggers.push(reflect_and_wake(kind, stream, writer, store.clone(), recent.clone()));
+        self.caches.push(Box::new(Cache::<K>::new(store, recent)));
     }
 }
 
@@ -127,8 +184,15 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     kinds::visit(&mut children);
     let (runners, runner_w) = reflector::store::<Runner>();
     let config = watcher::Config::default().page_size(LIST_PAGE);
+    let own_status = Arc::new(Recent::<Runner>::default());
+    let seen = own_status.clone();
     let runner_stream = merged_watches(client, namespaces, config, trim::runner, &runners)
         .reflect(runner_w)
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => drop(seen.observe(r)),
+            Ok(watcher::Event::Delete(r)) => seen.forget(r),
+            _ => {}
+        })
         .applied_objects()
         .predicate_filter(runner_changed, Default::default());
     // Pods are not cached: only stuck ones are remembered, and only a change
@@ -152,7 +216,7 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
             .boxed()
     }));
     Watches {
-        stores: Stores { children: children.caches.into(), pods },
+        stores: Stores { children: children.caches.into(), pods, own_status },
         runners,
         runner_events: without_errors("Runner", runner_stream).boxed(),
         child_triggers: debounced(stream::select_all(children.triggers)).boxed(),
@@ -211,12 +275,35 @@ where
     })
 }
 
-/// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`].
+/// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`],
+/// or [`CHILD_MAX_WAIT`] after the first of them.
 fn debounced(
     triggers: impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static,
 ) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
-    let now = |message| ScheduleRequest { message, run_at: tokio::time::Instant::now() };
-    debounced_scheduler(triggers.map(now), CHILD_DEBOUNCE)
+    debounced_at_most(triggers, CHILD_DEBOUNCE, CHILD_MAX_WAIT)
+}
+
+/// kube's debounced scheduler pushes a message back by `quiet` whenever it
+/// comes again; asking for it to run earlier (the first trigger's time
+/// plus `max_wait`, less `quiet`) caps that.
+fn debounced_at_most(
+    triggers: impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static,
+    quiet: Duration,
+    max_wait: Duration,
+) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
+    type Pending = Arc<Mutex<HashMap<ObjectRef<Runner>, tokio::time::Instant>>>;
+    let pending: Pending = Pending::default();
+    let waiting = pending.clone();
+    let requests = triggers.map(move |message| {
+        let now = tokio::time::Instant::now();
+        let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let first = *waiting.entry(message.clone()).or_insert(now);
+        let latest = (first + max_wait).checked_sub(quiet).unwrap_or(first);
+        ScheduleRequest { message, run_at: now.min(latest) }
+    });
+    debounced_scheduler(requests, quiet).inspect(move |message| {
+        pending.lock().unwrap_or_else(|e| e.into_inner()).remove(message);
+    })
 }
 
 fn log_watch_error(what: &str, e: &watcher::Error) {
@@ -247,5 +334,31 @@ mod tests {
         let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["web", "api"], "one pass per Runner, in the order they went quiet");
         assert!(got[0].1 >= CHILD_DEBOUNCE, "the first pass waits out the debounce: {got:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_child_touched_without_pause_still_brings_a_pass_within_the_maximum_wait() {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut passes = debounced(rx).boxed();
+        let start = tokio::time::Instant::now();
+        let web = ObjectRef::<Runner>::new("web").within("ns");
+        let writer = tokio::spawn(async move {
+            loop {
+                if tx.unbounded_send(web.clone()).is_err() {
+                    break;
+                }
+                tokio::time::sleep(CHILD_DEBOUNCE / 2).await;
+            }
+        });
+        let mut at = Vec::new();
+        for _ in 0..3 {
+            passes.next().await.expect("a pass");
+            at.push(start.elapsed());
+        }
+        writer.abort();
+        for (i, t) in at.iter().enumerate() {
+            let bound = CHILD_MAX_WAIT * (i as u32 + 1) + CHILD_DEBOUNCE;
+            assert!(*t <= bound, "pass {i} at {t:?}, after {bound:?}: {at:?}");
+        }
     }
 }
