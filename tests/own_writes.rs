@@ -137,3 +137,37 @@ async fn a_field_of_ours_is_reverted_while_someone_writes_the_child_without_paus
     busy.abort();
     mgr.stop_after_cleanup(&ns).await;
 }
+
+#[tokio::test]
+async fn a_reverted_field_is_announced_naming_the_field_and_the_other_manager_once_per_series() {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::ListParams;
+    let (ns, mgr, _) = start("ow-revert").await;
+    let api = ns.api::<Runner>();
+    api.create(&PostParams::default(), &Runner::new("web", RunnerSpec::new("nginx:1.27").replicas(1)))
+        .await
+        .unwrap();
+    oracle::wait_converged(&ns, "web", true, T, "created").await;
+    let deploys = ns.api::<Deployment>();
+    let by_kubectl = PatchParams { field_manager: Some("kubectl".into()), ..Default::default() };
+    for n in [3, 2, 3] {
+        deploys.patch("web", &by_kubectl, &Patch::Merge(json!({ "spec": { "replicas": n } }))).await.unwrap();
+        wait_for("spec.replicas reverted to 1", T, || async {
+            (deploys.get("web").await.ok()?.spec.replicas == Some(1)).then_some(())
+        })
+        .await;
+    }
+    let want = "Reverted spec.replicas on Deployment web: changed by kubectl";
+    let events = wait_for("the Reverted Event with a series of 3", T, || async {
+        let list = ns.api::<Event>().list(&ListParams::default()).await.ok()?;
+        let reverted: Vec<Event> =
+            list.items.into_iter().filter(|e| e.reason.as_deref() == Some("Reverted")).collect();
+        let count = |e: &Event| e.series.as_ref().map_or(1, |s| s.count);
+        (reverted.iter().map(count).sum::<i32>() >= 3).then_some(reverted)
+    })
+    .await;
+    assert_eq!(events.len(), 1, "one Event, its series counting the reverts: {events:?}");
+    assert_eq!(events[0].note.as_deref(), Some(want));
+    assert_eq!(events[0].regarding.as_ref().and_then(|r| r.kind.as_deref()), Some("Runner"));
+    mgr.stop_after_cleanup(&ns).await;
+}

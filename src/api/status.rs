@@ -75,4 +75,7 @@ pub mod condition {
     pub const REASON_CHILD_REJECTED: &str = "ChildRejected";
     /// Ready is False with this reason when admission refuses the Pods.
     pub const REASON_PODS_REFUSED: &str = crate::pod_admission::REASON;
+    /// The reason of the Event the manager records when it puts back a
+    /// field of ours that another field manager changed.
+    pub const REASON_REVERTED: &str = "Reverted";
 }

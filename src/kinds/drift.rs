@@ -56,6 +56,10 @@ pub struct Plan {
     pub apply: bool,
     /// List entries that took the name of one of ours under another key.
     pub renamed: Vec<Renamed>,
+    /// The first field of ours found changed or missing, as a FieldsV1
+    /// path (`f:spec`, `f:replicas`): to say what was put back, and whose
+    /// `managedFields` entry holds it.
+    pub drifted: Option<Vec<String>>,
 }
 
 /// A list entry of `live` that carries the name of one of ours.
@@ -73,9 +77,34 @@ pub struct Renamed {
 /// Compares `desired` (what we apply) with `live`, merging as `rules` say.
 pub fn plan(rules: &Rules, desired: &Value, live: &Value) -> Plan {
     let mut p = Plan::default();
-    let mut at = At { rules, path: Vec::new(), ptr: String::new(), fields: Vec::new() };
+    let mut at = At { rules, path: Vec::new(), ptr: String::new(), fields: Vec::new(), first: None };
     p.apply = !walk(&mut at, desired, live, &mut p.renamed);
+    p.drifted = at.first.filter(|_| p.apply);
     p
+}
+
+/// A FieldsV1 path as a reader writes it: `spec.replicas`,
+/// `spec.ports[port=80,protocol=TCP]`.
+pub fn readable(fields: &[String]) -> String {
+    let mut out = String::new();
+    for f in fields {
+        if let Some(name) = f.strip_prefix("f:") {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+        } else if let Some(key) = f.strip_prefix("k:") {
+            let pairs: Vec<String> = serde_json::from_str::<serde_json::Map<String, Value>>(key)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), String::from)))
+                        .collect()
+                })
+                .unwrap_or_else(|_| vec![key.to_string()]);
+            out.push_str(&format!("[{}]", pairs.join(",")));
+        }
+    }
+    out
 }
 
 /// Where the walk is: the schema path, the JSON pointer into `live`, and
@@ -85,6 +114,8 @@ struct At<'a> {
     path: Vec<&'a str>,
     ptr: String,
     fields: Vec<String>,
+    /// The deepest first mismatch seen ([`Plan::drifted`]).
+    first: Option<Vec<String>>,
 }
 
 impl<'a> At<'a> {
@@ -95,6 +126,15 @@ impl<'a> At<'a> {
         self.ptr.push_str(ptr);
         self.fields.push(field);
         len
+    }
+
+    /// Notes a mismatch here, or at `field` below here.
+    fn mismatch(&mut self, field: Option<String>) {
+        if self.first.is_none() {
+            let mut path = self.fields.clone();
+            path.extend(field);
+            self.first = Some(path);
+        }
     }
 
     fn leave(&mut self, len: usize) {
@@ -113,8 +153,16 @@ fn entry_key(keys: &[&str], v: &Value) -> String {
 }
 
 /// True when `live` carries `desired` at this path; collects renamed
-/// entries on the way.
+/// entries and the first mismatch on the way.
 fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>) -> bool {
+    let same = walk_node(at, d, l, renamed);
+    if !same {
+        at.mismatch(None);
+    }
+    same
+}
+
+fn walk_node<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>) -> bool {
     match (merge_at(at.rules, &at.path), d, l) {
         (_, Value::Null, Value::Null) => true,
         (Merge::Atomic, d, l) => d == l,
@@ -139,6 +187,9 @@ fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>
                         at.leave(len);
                     }
                 }
+                if same_key.is_none() {
+                    at.mismatch(Some(entry_key(keys, dv)));
+                }
                 ok &= same_key.is_some_and(|i| {
                     let len = at.enter("[]", &i.to_string(), entry_key(keys, &ls[i]));
                     let m = walk(at, dv, &ls[i], renamed);
@@ -152,7 +203,10 @@ fn walk<'a>(at: &mut At<'a>, d: &'a Value, l: &Value, renamed: &mut Vec<Renamed>
             let mut ok = true;
             for (k, dv) in dm {
                 let Some(lv) = lm.get(k) else {
-                    ok &= dv.is_null();
+                    if !dv.is_null() {
+                        at.mismatch(Some(format!("f:{k}")));
+                        ok = false;
+                    }
                     continue;
                 };
                 let len = at.enter(k, &k.replace('~', "~0").replace('/', "~1"), format!("f:{k}"));
@@ -217,15 +271,22 @@ mod tests {
             json!([{ "name": "http", "port": 80, "protocol": "TCP", "targetPort": 80 }]),
             json!({ "r": "u" }),
         );
+        let drifted = |live: &Value| plan(&want, live).drifted.map(|f| readable(&f));
         let mut live = want.clone();
         live["spec"]["ports"][0]["targetPort"] = json!(81);
         assert!(plan(&want, &live).apply);
+        assert_eq!(drifted(&live).as_deref(), Some("spec.ports[port=80,protocol=TCP].targetPort"));
         let mut live = want.clone();
         live["metadata"]["labels"]["a"] = json!("2");
         assert!(plan(&want, &live).apply);
+        assert_eq!(drifted(&live).as_deref(), Some("metadata.labels.a"));
         let mut live = want.clone();
         live["metadata"]["labels"].as_object_mut().unwrap().remove("a");
         assert!(plan(&want, &live).apply, "a removed label of ours comes back");
+        assert_eq!(drifted(&live).as_deref(), Some("metadata.labels.a"));
+        let mut live = want.clone();
+        live["spec"]["selector"] = json!({ "r": "other" });
+        assert_eq!(drifted(&live).as_deref(), Some("spec.selector"), "an atomic field is named whole");
     }
 
     #[test]

@@ -75,6 +75,17 @@ pub fn applied_fields(entries: &[ManagedFieldsEntry]) -> Value {
         .map_or(Value::Object(Default::default()), |f| f.0.clone())
 }
 
+/// The field manager, other than us, whose entry holds the field at
+/// `path`: who set the value we found there (`kubectl scale` writes
+/// through the scale subresource, and its entry says so).
+pub fn owner_of(entries: &[ManagedFieldsEntry], path: &[String]) -> Option<String> {
+    entries
+        .iter()
+        .filter(|e| e.manager.as_deref() != Some(FIELD_MANAGER))
+        .find(|e| e.fields_v1.as_ref().is_some_and(|f| contains(&f.0, path)))
+        .and_then(|e| e.manager.clone())
+}
+
 /// True when the trie holds the field at `path` (`f:spec`, `k:{...}`, ...).
 pub fn contains(trie: &Value, path: &[String]) -> bool {
     path.iter().try_fold(trie, |node, step| node.get(step)).is_some()
@@ -108,6 +119,19 @@ mod tests {
             fields_v1: Some(FieldsV1(fields)),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_owner_of_a_field_is_the_other_manager_whose_entry_holds_it() {
+        let replicas = json!({ "f:spec": { "f:replicas": {} } });
+        let entries = vec![
+            entry(FIELD_MANAGER, "Apply", replicas.clone()),
+            entry("kube-controller-manager", "Update", json!({ "f:metadata": { "f:annotations": {} } })),
+            entry("kubectl", "Update", replicas),
+        ];
+        let path = ["f:spec".to_string(), "f:replicas".to_string()];
+        assert_eq!(owner_of(&entries, &path).as_deref(), Some("kubectl"));
+        assert_eq!(owner_of(&entries[..2], &path), None, "only ours holds it");
     }
 
     #[test]

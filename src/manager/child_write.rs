@@ -24,6 +24,7 @@ use kube::Client;
 use super::child_step::{self, Live, Step};
 use super::metrics::Metrics;
 use super::own_writes::Recent;
+use super::revert::{self, Revert};
 use crate::api::{FIELD_MANAGER, Runner};
 use crate::error::{Error, Result, is_rejection};
 use crate::kinds::drift::{self, Rules};
@@ -122,6 +123,8 @@ pub enum Outcome {
     Refused(Refused),
     /// The apiserver refuses our child (invalid, forbidden): its message.
     Rejected(String),
+    /// Ours, and a field of ours someone else changed was put back.
+    Reverted(Revert),
 }
 
 /// The body drift compares: no apiVersion or kind (the URL's, not fields;
@@ -209,6 +212,13 @@ pub async fn reconcile<K: ChildKind>(
             Step::TakeOverThenApply | Step::Apply => {
                 let (live, want_v) =
                     (live.as_ref().expect("Apply has a live child"), want_v.expect("and a want"));
+                let reverted = match live_v.as_ref().filter(|_| revert::is_revert(runner)) {
+                    Some(body) => match drift::plan(K::MERGE, &want_v, body).drifted {
+                        Some(fields) => Some(revert::attribute(&api, kind, &name, &fields).await),
+                        None => None,
+                    },
+                    None => None,
+                };
                 if step == Step::TakeOverThenApply {
                     match prepare_retrying(ctx, &api, &name, K::MERGE, &want_v).await {
                         Err(e) if is_rejection(&e) => {
@@ -218,7 +228,10 @@ pub async fn reconcile<K: ChildKind>(
                     }
                 }
                 return match apply::<K>(ctx, &api, &name, live.meta().uid.as_deref(), want_v).await {
-                    Ok(applied) => wrote(&applied, facts),
+                    Ok(applied) => {
+                        let ours = wrote(&applied, facts)?;
+                        Ok(reverted.map_or(ours, Outcome::Reverted))
+                    }
                     Err(e) if is_rejection(&e) => Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
                     Err(e) => Err(Error::api("apply", kind, &ns, &name, e)),
                 };

@@ -25,6 +25,7 @@ pub mod presence;
 pub mod reconcile;
 pub mod relist;
 pub mod retry;
+pub mod revert;
 pub mod runner_patch;
 pub mod runner_step;
 pub mod server;

@@ -115,8 +115,9 @@ impl<V: Resource + Clone> Recent<V> {
         self.entries().remove(&key(obj));
     }
 
+    /// Writes not yet delivered by the watch.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn pending(&self) -> usize {
         self.entries().len()
     }
 }
@@ -161,9 +162,9 @@ mod tests {
         );
         // An event from before our write changes nothing.
         assert_eq!(recent.observe(&cm("9", "A")), Seen::Older);
-        assert_eq!(recent.len(), 1);
+        assert_eq!(recent.pending(), 1);
         assert_eq!(recent.observe(&cm("10", "B")), Seen::Echo);
-        assert_eq!(recent.len(), 0, "forgotten once the watch caught up");
+        assert_eq!(recent.pending(), 0, "forgotten once the watch caught up");
         assert_eq!(value(recent.fresher(stale, "team", "web")).as_deref(), Some("A"));
     }
 
@@ -174,7 +175,7 @@ mod tests {
         let newer = Some(Arc::new(cm("12", "C")));
         assert_eq!(value(recent.fresher(newer, "team", "web")).as_deref(), Some("C"));
         assert_eq!(recent.observe(&cm("12", "C")), Seen::Newer);
-        assert_eq!(recent.len(), 0);
+        assert_eq!(recent.pending(), 0);
     }
 
     #[test]
@@ -184,6 +185,6 @@ mod tests {
         recent.wrote(cm("10", "B"));
         assert_eq!(value(recent.fresher(None, "team", "web")).as_deref(), Some("C"));
         recent.forget(&cm("13", "gone"));
-        assert_eq!(recent.len(), 0);
+        assert_eq!(recent.pending(), 0);
     }
 }

@@ -99,6 +99,10 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
         match child.reconcile(&ctx.writes, runner, false, &mut seen.facts).await? {
             Outcome::Refused(r) => seen.refused.push(r),
             Outcome::Rejected(message) => seen.rejected.push(message),
+            Outcome::Reverted(r) => {
+                let (type_, reason) = (EventType::Warning, condition::REASON_REVERTED);
+                publish(ctx, runner, type_, reason, "Revert", r.note()).await;
+            }
             Outcome::Ours | Outcome::Gone | Outcome::Pending => {}
         }
     }

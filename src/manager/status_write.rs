@@ -70,12 +70,9 @@ pub fn when(old: Option<&RunnerStatus>, new: &RunnerStatus, clock: &Clock, now: 
     let since = |t: Instant| now.saturating_duration_since(t);
     let transitional = matches!(new.phase, Phase::Pending | Phase::Progressing);
     let new_generation = old.is_none_or(|o| o.observed_generation != new.observed_generation);
-    if transitional && new_generation {
-        if let Some((_, first)) = clock.generation.filter(|(g, _)| *g == new.observed_generation) {
-            if since(first) < HOLD {
-                return When::After(HOLD - since(first));
-            }
-        }
+    let held = clock.generation.filter(|(g, first)| *g == new.observed_generation && since(*first) < HOLD);
+    if let Some((_, first)) = held.filter(|_| transitional && new_generation) {
+        return When::After(HOLD - since(first));
     }
     if old.is_none_or(|o| milestone(o, new)) {
         return When::Now;
