@@ -12,7 +12,9 @@
 #   RUNNER_BASELINE_DIR    the controller-runtime baseline (twin/ sources),
 #                          default ../shared/baseline next to the checkout;
 #                          without it (or without Go) only this manager runs
-#   RUNNER_BENCH_MANAGERS  which managers, in order, default "rust twin"
+#   RUNNER_BENCH_MANAGERS  which managers, in order, default "rust twin";
+#                          "twin-cN" is the twin with
+#                          --max-concurrent-reconciles=N
 #   RUNNER_MANAGER_ARGS    extra arguments of `kubectl-runner run-manager`
 #   RUNNER_BENCH_KEEP=1    leave the bench cluster running at the end
 #   RUNNER_BENCH_REUSE=1   use the bench cluster a run left running instead of
@@ -47,7 +49,7 @@ build_all() {
   cp "$target/$outdir/kubectl-runner" "$work/"
   for ex in "$@"; do cp "$target/$outdir/examples/$ex" "$work/"; done
   twin=
-  case " $MANAGERS " in *" twin "*) ;; *) return 0 ;; esac
+  case " $MANAGERS " in *" twin"*) ;; *) return 0 ;; esac
   if [ ! -d "$BASE/twin" ] || ! command -v go > /dev/null; then
     step "no baseline at $BASE/twin (or no Go): measuring this manager alone"
     MANAGERS=rust
@@ -65,8 +67,9 @@ build_all() {
 }
 
 # cluster_up: a fresh bench cluster (the caller sets RUNNER_CLUSTER_NODES and
-# the RUNNER_CLUSTER_* knobs), KUBECONFIG exported, the CRD installed, and
-# kubectl the one built with the control plane.
+# the RUNNER_CLUSTER_* knobs), KUBECONFIG exported, the CRD installed, the
+# namespace `kubectl runner install` makes (our manager's presence Lease
+# lives there), and kubectl the one built with the control plane.
 cluster_up() {
   if [ "${RUNNER_BENCH_REUSE:-0}" = 1 ]; then
     step "reusing the control plane '$RUNNER_CLUSTER_NAME' (RUNNER_BENCH_REUSE=1)"
@@ -83,6 +86,7 @@ cluster_up() {
   kubectl_bin=$(bash tests/cluster/build.sh 2> /dev/null | tail -n 1)/kubectl
   kubectl apply --server-side -f manifests/crd.yaml > /dev/null
   kubectl wait --for=condition=Established --timeout=60s crd/runners.lab.cloudlab.training > /dev/null
+  kubectl create namespace runner-system --dry-run=client -o yaml | kubectl apply -f - > /dev/null
 }
 kubectl() { "$kubectl_bin" "$@"; }
 
@@ -106,23 +110,26 @@ free_port() {
   return 1
 }
 
-# manager_start rust|twin LOG: starts that manager (all namespaces) and waits
-# for its /readyz. Sets manager_pid, manager_name, metrics_port.
+# manager_start rust|twin|twin-cN LOG: starts that manager (all namespaces)
+# and waits for its /readyz; twin-cN is the twin with N reconciles in
+# flight (after RUNNER_TWIN_ARGS, so N holds). Sets manager_pid,
+# manager_name, metrics_port.
 manager_start() {
   manager_name=$1
   metrics_port=$(free_port)
-  local health=$((metrics_port + 1)) i
+  local health=$((metrics_port + 1)) i concurrency=()
   if [ "$1" = rust ]; then
     # shellcheck disable=SC2086 # extra arguments split on purpose
     "$work/kubectl-runner" run-manager --metrics-addr "127.0.0.1:$metrics_port" \
       --health-addr "127.0.0.1:$health" ${RUNNER_MANAGER_ARGS:-} > "$2" 2>&1 &
   else
+    case $1 in twin-c*) concurrency=("--max-concurrent-reconciles=${1#twin-c}") ;; esac
     # shellcheck disable=SC2086
     "$twin" --metrics-bind-address "127.0.0.1:$metrics_port" \
-      --health-probe-bind-address "127.0.0.1:$health" ${RUNNER_TWIN_ARGS:-} > "$2" 2>&1 &
+      --health-probe-bind-address "127.0.0.1:$health" ${RUNNER_TWIN_ARGS:-} "${concurrency[@]}" > "$2" 2>&1 &
   fi
   manager_pid=$!
-  step "$1 manager: pid $manager_pid, metrics 127.0.0.1:$metrics_port, log $2"
+  step "$1 manager${concurrency:+ (${concurrency[*]})}: pid $manager_pid, metrics 127.0.0.1:$metrics_port, log $2"
   for i in $(seq 240); do
     # 200 once the caches synced: "reconciling" (ours), "ok" (the twin).
     curl -fsS -o /dev/null "http://127.0.0.1:$health/readyz" 2> /dev/null && return 0
@@ -143,12 +150,17 @@ manager_stop() {
   manager_pid=
 }
 
-# reconciles: the manager's reconcile passes so far (its /metrics): ours
+# passes_metric: the running manager's counter of reconcile passes: ours
 # runner_reconciles_total, the twin's controller_runtime_reconcile_total
 # (every result: success, error, requeue).
+passes_metric() {
+  case $manager_name in twin*) echo controller_runtime_reconcile_total ;; *) echo runner_reconciles_total ;; esac
+}
+
+# reconciles: the manager's reconcile passes so far (its /metrics).
 reconciles() {
-  local m=runner_reconciles_total
-  [ "$manager_name" = twin ] && m=controller_runtime_reconcile_total
+  local m
+  m=$(passes_metric)
   curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
     awk -v m="$m" 'index($0, m) == 1 && (substr($0, length(m) + 1, 1) ~ /[{ ]/) { s += $NF } END { printf "%d\n", s }'
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Tables of benches/sustained.sh: one per manager, then the ratios.
+"""Tables of benches/sustained.sh: one row per rate and manager, then the
+ratios of ours to each twin.
 
-    sustained.py OUT_DIR MANAGER...   # OUT_DIR/<manager>/{agent,audit.log,rate-R.kv}
+    sustained.py OUT_DIR MANAGER...   # OUT_DIR/<manager>/{agent,concurrency,audit.log,rate-R.kv}
 
 rate-R.kv holds the load generator's key=value figures (examples/
-sustained_load.rs) plus `reconciles=` (the manager's /metrics delta);
-audit.log is the apiserver's (tests/cluster/up.sh, RUNNER_CLUSTER_AUDIT=runners);
-agent is the prefix of the manager's User-Agent. Figures, not assertions:
+sustained_load.rs: the counting window, `passes` over it, latencies to
+observed, CPU, RSS); audit.log is the apiserver's (tests/cluster/up.sh,
+RUNNER_CLUSTER_AUDIT=runners); agent is the prefix of the manager's
+User-Agent; concurrency its reconciles in flight. Figures, not assertions:
 the exit code is 0.
 """
 import bisect
@@ -16,10 +18,9 @@ import os
 import sys
 from datetime import datetime
 
-from ratios import line
-
 CHILDREN = ("deployments", "services", "ingresses")
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
+READS = ("get", "list")
 LIMIT_MS = 1000  # the p99 that counts as sustained
 
 
@@ -46,33 +47,40 @@ def read_kv(path):
     return out
 
 
+def what(o, verb):
+    sub = o.get("subresource")
+    return f"{o.get('resource')}{'/' + sub if sub else ''} {verb}"
+
+
 def audit(path, agent):
     """Runner PATCHes by load generator user agent, the manager's successful
-    child writes by Runner name, and all the manager's writes as
-    (stage time, failed)."""
+    child writes by Runner name, all its writes as (stage time, failed,
+    what) and its reads (gets, lists) as (stage time, what)."""
     patches = collections.defaultdict(list)
     children = collections.defaultdict(list)
-    writes = []
+    writes, reads = [], []
     for raw in open(path):
         try:
             e = json.loads(raw)
         except ValueError:
             continue
         o, ua, verb = e.get("objectRef", {}), e.get("userAgent", ""), e.get("verb")
-        if verb not in WRITES or "stageTimestamp" not in e:
+        if verb not in WRITES + READS or "stageTimestamp" not in e or not o.get("resource"):
             continue
         code = e.get("responseStatus", {}).get("code", 200)
         recv, stage = ts(e["requestReceivedTimestamp"]), ts(e["stageTimestamp"])
-        if ua.startswith("runner-load/") and o.get("resource") == "runners" and not o.get("subresource"):
-            if code < 300:
+        if ua.startswith("runner-load/") and verb == "patch" and o.get("resource") == "runners":
+            if code < 300 and not o.get("subresource"):
                 patches[ua.split("/", 1)[1]].append((o.get("name"), stage))
+        elif ua.startswith(agent) and verb in READS:
+            reads.append((stage, what(o, verb)))
         elif ua.startswith(agent):
-            writes.append((stage, code >= 400))
+            writes.append((stage, code if code >= 400 else 0, what(o, verb)))
             if code < 300 and o.get("resource") in CHILDREN and not o.get("subresource") and o.get("name"):
                 children[o["name"]].append((recv, stage))
     for v in children.values():
         v.sort()
-    return patches, children, sorted(writes)
+    return patches, children, sorted(writes), sorted(reads)
 
 
 def child_latencies(patches, children):
@@ -90,40 +98,47 @@ def child_latencies(patches, children):
     return ms, missing
 
 
-def in_window(writes, a, b):
-    i, j = bisect.bisect_left(writes, (a, False)), bisect.bisect_right(writes, (b, True))
-    return writes[i:j]
+def in_window(events, a, b):
+    """The events (sorted, time first) with a <= time <= b."""
+    times = [e[0] for e in events]
+    return events[bisect.bisect_left(times, a):bisect.bisect_right(times, b)]
 
 
 def fmt(v, spec="{:.0f}"):
     return "-" if v is None else spec.format(v)
 
 
+def per(n, changes):
+    return n / changes if changes and n is not None else None
+
+
 def manager_rows(out, m):
     d = os.path.join(out, m)
     agent = open(os.path.join(d, "agent")).read().strip()
-    patches, children, writes = audit(os.path.join(d, "audit.log"), agent)
+    patches, children, writes, reads = audit(os.path.join(d, "audit.log"), agent)
     rates = sorted(int(f[5:-3]) for f in os.listdir(d) if f.startswith("rate-") and f.endswith(".kv"))
-    rows = []
+    rows, mix = [], collections.Counter()
     for r in rates:
         kv = read_kv(os.path.join(d, f"rate-{r}.kv"))
         ms, missing = child_latencies(patches.get(f"rate-{r}", []), children)
-        win = in_window(writes, kv.get("window_start", 0), kv.get("window_end", 0))
+        a, b = kv.get("window_start", 0), kv.get("window_end", 0)
+        win_w, win_r = in_window(writes, a, b), in_window(reads, a, b)
+        mix.update(("write", w[2], w[1]) for w in win_w)
+        mix.update(("read", x[1], 0) for x in win_r)
         changes = kv.get("changes") or 0
         rows.append({
-            "rate": r,
-            "achieved": kv.get("achieved_rate"),
-            "changes": changes,
+            "manager": m, "rate": r, "achieved": kv.get("achieved_rate"), "changes": changes,
+            "writes": per(len(win_w), changes), "reads": per(len(win_r), changes),
+            "passes": per(kv.get("passes"), changes),
             "child_p50": pct(ms, 50), "child_p99": pct(ms, 99), "child_max": max(ms) if ms else None,
             "child_missing": missing,
             "obs_p50": kv.get("observed_p50_ms"), "obs_p99": kv.get("observed_p99_ms"),
             "obs_missing": kv.get("observed_missing"),
+            "failed": sum(1 for w in win_w if w[1]),
             "cpu": kv.get("cpu_cores"), "rss": kv.get("rss_mib"), "rss_peak": kv.get("rss_peak_mib"),
-            "failed": sum(1 for _, f in win if f),
-            "writes_per_change": len(win) / changes if changes else None,
-            "reconciles_per_change": kv.get("reconciles", 0) / changes if changes else None,
+            "drain": kv.get("drain_s"), "quiet": kv.get("quiet", 1), "unrolled": kv.get("rollouts_pending"),
         })
-    return rows
+    return rows, mix
 
 
 def sustained(rows):
@@ -133,50 +148,99 @@ def sustained(rows):
     return max(ok) if ok else None
 
 
-def table(m, rows):
-    print(f"\n{m}:")
-    head = ("rate/s", "sent/s", "child p50", "p99", "max", "observed p50", "p99", "CPU cores",
-            "RSS MiB", "peak", "failed", "writes/chg", "recon/chg")
-    print("  " + " ".join(f"{h:>{w}}" for h, w in zip(head, (7, 7, 10, 6, 6, 13, 6, 10, 8, 6, 7, 11, 10))))
-    for r in rows:
-        cells = (r["rate"], fmt(r["achieved"], "{:.1f}"), fmt(r["child_p50"]), fmt(r["child_p99"]),
-                 fmt(r["child_max"]), fmt(r["obs_p50"]), fmt(r["obs_p99"]), fmt(r["cpu"], "{:.3f}"),
-                 fmt(r["rss"], "{:.1f}"), fmt(r["rss_peak"], "{:.1f}"), r["failed"],
-                 fmt(r["writes_per_change"], "{:.2f}"), fmt(r["reconciles_per_change"], "{:.2f}"))
-        print("  " + " ".join(f"{str(c):>{w}}" for c, w in zip(cells, (7, 7, 10, 6, 6, 13, 6, 10, 8, 6, 7, 11, 10))))
+COLUMNS = (  # header, width, key, format
+    ("rate/s", 6, "rate", "{}"), ("manager", 10, "manager", "{}"), ("sent/s", 7, "achieved", "{:.1f}"),
+    ("writes/chg", 10, "writes", "{:.2f}"), ("reads/chg", 9, "reads", "{:.2f}"),
+    ("passes/chg", 10, "passes", "{:.2f}"), ("child p50", 9, "child_p50", "{:.0f}"),
+    ("p99", 6, "child_p99", "{:.0f}"), ("max", 6, "child_max", "{:.0f}"),
+    ("observed p50", 12, "obs_p50", "{:.0f}"), ("p99", 6, "obs_p99", "{:.0f}"),
+    ("failed", 6, "failed", "{}"), ("CPU cores", 9, "cpu", "{:.3f}"), ("RSS MiB", 7, "rss", "{:.1f}"),
+    ("peak", 6, "rss_peak", "{:.1f}"), ("drain s", 7, "drain", "{:.1f}"),
+)
+
+
+def table(rows, flight):
+    print("\n  in flight: " + ", ".join(f"{m} {c}" for m, c in flight.items())
+          + "; per change: / changes sent; counted from the first change to the end of the drain")
+    print("  " + " ".join(f"{h:>{w}}" for h, w, _, _ in COLUMNS))
+    for r in sorted(rows, key=lambda r: (r["rate"], list(flight).index(r["manager"]))):
+        print("  " + " ".join(f"{fmt(r[k], f):>{w}}" for _, w, k, f in COLUMNS))
         notes = []
         if r["child_missing"]:
             notes.append(f"{r['child_missing']} changes with no child write after them")
         if r["obs_missing"]:
             notes.append(f"{r['obs_missing']:.0f} changes never observed")
+        if not r["quiet"]:
+            notes.append(f"not quiet at the drain's end ({r['unrolled'] or 0:.0f} Deployments not rolled out)")
         if notes:
-            print(f"  {'':7} ({'; '.join(notes)})")
-    s = sustained(rows)
-    print(f"  latencies in ms; sustained throughput (p99 change -> child written < {LIMIT_MS} ms): "
-          + (f"{s} changes/s" if s else "none of the rates"))
+            print(f"  {'':17} ({'; '.join(notes)})")
+    print("  latencies in ms; CPU over the load phase; sustained throughput (highest rate with"
+          f" p99 change -> child written < {LIMIT_MS} ms):")
+    by = collections.defaultdict(list)
+    for r in rows:
+        by[r["manager"]].append(r)
+    for m in flight:
+        s = sustained(by[m])
+        print(f"    {m:<10} " + (f"{s} changes/s" if s else "none of the rates"))
+
+
+def ratios(rows, flight):
+    twins = [m for m in flight if m.startswith("twin")]
+    if "rust" not in flight or not twins:
+        return
+    at = {(r["manager"], r["rate"]): r for r in rows}
+    same = [t for t in twins if flight[t] == flight["rust"]]
+    print(f"\nratios, ours (rust, {flight['rust']} in flight) / each twin (its in-flight count):")
+    head = "".join(f" {t + ' (' + str(flight[t]) + ')':>14} {'ratio':>7}" for t in twins)
+    print(f"  {'':<36} {'ours':>10}{head}   target (N=1,000)")
+
+    def line(label, ours, bases, spec, target=""):
+        cells = "".join(f" {fmt(b, spec):>14} {(f'{ours / b:.2f}x' if ours is not None and b else '-'):>7}"
+                        for b in bases)
+        print(f"  {label:<36} {fmt(ours, spec):>10}{cells}   {target}")
+
+    line("sustained throughput (changes/s)", sustained([r for r in rows if r["manager"] == "rust"]),
+         [sustained([r for r in rows if r["manager"] == t]) for t in twins], "{}", ">= 300 at <= 0.5 core")
+    same_txt = f" and <= 0.5x {same[0]}" if same else ""
+    for rate in sorted({r["rate"] for r in rows if r["manager"] == "rust"}):
+        o = at[("rust", rate)]
+        b = [at.get((t, rate), {}) for t in twins]
+        targets = {
+            "child_p99": f"<= 1000 ms{same_txt}" if rate == 25 else "<= 50 ms" if rate == 100 else "",
+            "obs_p99": "no worse than twin (<= 1.00x)" if rate == 10 else "",
+            "writes": "<= 2.5" if rate == 25 else "", "passes": "<= 1.5" if rate == 25 else "",
+        }
+        for key, label, spec in (
+                ("child_p99", "change -> child p99 (ms)", "{:.0f}"),
+                ("obs_p99", "change -> observed p99 (ms)", "{:.0f}"),
+                ("writes", "writes per change", "{:.2f}"), ("reads", "reads per change", "{:.2f}"),
+                ("passes", "passes per change", "{:.2f}"), ("failed", "failed writes", "{}"),
+                ("cpu", "CPU (cores)", "{:.3f}"), ("rss_peak", "RSS peak (MiB)", "{:.1f}")):
+            line(f"{rate}/s: {label}", o[key], [x.get(key) for x in b], spec, targets.get(key, ""))
 
 
 def main():
     out, managers = sys.argv[1], sys.argv[2:]
-    rows = {m: manager_rows(out, m) for m in managers if os.path.isdir(os.path.join(out, m))}
-    for m, rs in rows.items():
-        table(m, rs)
-    if "rust" not in rows or "twin" not in rows:
-        return
-    ours, base = {r["rate"]: r for r in rows["rust"]}, {r["rate"]: r for r in rows["twin"]}
-    print("\nratios, this manager / baseline:")
-    print(f"  {'':<42} {'ours':>12} {'baseline':>12} {'ratio':>8}   target")
-    s_ours, s_base = sustained(rows["rust"]), sustained(rows["twin"])
-    line("sustained throughput (changes/s)", s_ours, s_base, ">= 300 at <= 0.5 core")
-    for r in sorted(set(ours) & set(base)):
-        o, b = ours[r], base[r]
-        target = "<= 50 ms" if r == 100 else None
-        line(f"{r}/s: change -> child p99 (ms)", o["child_p99"], b["child_p99"], target)
-        line(f"{r}/s: change -> observed p99 (ms)", o["obs_p99"], b["obs_p99"])
-        line(f"{r}/s: CPU (cores)", o["cpu"], b["cpu"])
-        line(f"{r}/s: RSS peak (MiB)", o["rss_peak"], b["rss_peak"])
-        line(f"{r}/s: writes per change", o["writes_per_change"], b["writes_per_change"])
-        line(f"{r}/s: reconciles per change", o["reconciles_per_change"], b["reconciles_per_change"])
+    managers = [m for m in managers if os.path.isdir(os.path.join(out, m))]
+    rows, flight = [], {}
+    mixes = {}
+    for m in managers:
+        rs, mixes[m] = manager_rows(out, m)
+        rows += rs
+        path = os.path.join(out, m, "concurrency")
+        flight[m] = int(open(path).read()) if os.path.exists(path) else "?"
+    table(rows, flight)
+    print("  the managers' writes and reads in the windows, all rates (audit log):")
+    for m, mix in mixes.items():
+        ops = collections.Counter()
+        for (kind, op, _), n in mix.items():
+            ops[(kind, op)] += n
+        parts = []
+        for (kind, op), n in ops.most_common():
+            failed = ", ".join(f"{k} answered {c}" for (_, o, c), k in sorted(mix.items()) if o == op and c)
+            parts.append(f"{kind} {op} {n}" + (f" ({failed})" if failed else ""))
+        print(f"    {m:<10} " + ("; ".join(parts) or "nothing"))
+    ratios(rows, flight)
 
 
 if __name__ == "__main__":

@@ -1,36 +1,59 @@
 #!/usr/bin/env bash
 # Sustained load: how long a spec change takes to reach a Runner's children
-# while other Runners keep changing, and how many changes per second one
-# manager keeps up with. Prints figures, asserts none.
+# while other Runners keep changing, how many changes per second one manager
+# keeps up with, and what each change costs it. Prints figures, asserts none.
 #
 #   bash benches/sustained.sh
 #
-# For each manager in turn (this one, then the controller-runtime baseline
-# "twin"; one at a time, each on a fresh bench cluster with the apiserver
-# audit log on): the manager creates N Runners and settles; then
-# examples/sustained_load.rs patches their specs (replicas, image, port;
-# round-robin over the Runners) at each rate for SECONDS, waiting after each
-# rate until every change is observed. Per rate, one table row:
-#   change -> child written  p50/p99/max: audit log, the Runner PATCH
-#       (completed) to the manager's first successful Deployment, Service or
-#       Ingress write for that Runner received after it (completed)
-#   change -> observed       p50/p99: the PATCH sent to the watch showing
+# Managers, one at a time, each on a fresh bench cluster with the apiserver
+# audit log on (tests/cluster/up.sh, RUNNER_CLUSTER_AUDIT=runners): this one
+# ("rust", DEFAULT_CONCURRENCY passes in flight, or RUNNER_MANAGER_ARGS'
+# --concurrency); the controller-runtime baseline "twin" as the kubebuilder
+# scaffold runs it (1 reconcile in flight unless RUNNER_TWIN_ARGS says
+# otherwise); and "twin-cN", the twin with --max-concurrent-reconciles=N,
+# N being ours, so the ratios compare like with like. Each creates N Runners
+# and settles; then examples/sustained_load.rs patches their specs
+# (replicas, image, port; round-robin over the Runners) at each rate for
+# SECONDS.
+#
+# Counting window, per rate: from the first change of the rate to the end
+# of its drain, which is when every change has been observed
+# (status.observedGeneration), every Deployment in the namespace is rolled
+# out, no Runner, Deployment, Service or Ingress event came for 2 s and the
+# manager's pass counter did not move for 2 s (or after RUNNER_LOAD_DRAIN
+# seconds, default 120; the row then says so). Writes of rollouts that
+# finish after the last change are counted. One row per manager and rate:
+#   writes/chg  the manager's writes in the window (audit log, its
+#       User-Agent: creates, updates, patches and deletes of Runners and their
+#       status, Deployments, Services, Ingresses, PodDisruptionBudgets, Events
+#       and Leases, failed ones included) / changes sent
+#   reads/chg   its GETs and LISTs of any resource in the window (audit log,
+#       its User-Agent; watches not counted) / changes sent
+#   passes/chg  its reconcile passes over the window (/metrics: ours
+#       runner_reconciles_total, the twin's controller_runtime_reconcile_total,
+#       every result) / changes sent
+#   child p50/p99/max  audit log: the Runner PATCH (completed) to the
+#       manager's first successful Deployment, Service or Ingress write for
+#       that Runner received after it (completed)
+#   observed p50/p99  the PATCH sent to the watch showing
 #       status.observedGeneration at least that generation
-#   CPU (cores, /proc/PID/stat over the load phase), RSS at its end and its
-#       sampled peak, failed writes (audit: the manager's writes answered
-#       >= 400 during the rate's window), manager writes per change (audit),
-#       reconciles per change (/metrics delta, drain included)
+#   failed      the manager's writes answered >= 400 in the window
+#   CPU (cores, /proc/PID/stat over the load phase, not the drain), RSS at
+#       its end and its sampled peak, drain (s)
 # The sustained throughput is the highest rate whose change -> child written
-# p99 stays under 1 s with every change observed. A ratio table follows.
+# p99 stays under 1 s with every change observed. Then each manager's writes
+# and reads by resource and verb, and a ratio table: ours against each twin
+# at the same rate, with the targets.
 #
 # Environment: RUNNER_SUSTAINED_N (Runners, default 1000),
 # RUNNER_SUSTAINED_RATES (changes/s, default "25 50 100 200 400"),
 # RUNNER_SUSTAINED_SECONDS (per rate, default 60), RUNNER_SUSTAINED_PAUSE
-# (seconds between rates, default 5), RUNNER_LOAD_DRAIN (seconds to wait for
-# the last changes, default 60), RUNNER_BENCH_IMAGE, RUNNER_SUSTAINED_OUT (a
+# (seconds between rates, default 5), RUNNER_LOAD_DRAIN (most seconds a
+# drain takes, default 120), RUNNER_BENCH_IMAGE, RUNNER_SUSTAINED_OUT (a
 # directory to keep the raw figures and audit logs in), and those of
 # benches/lib.sh (RUNNER_BENCH_CLUSTER, RUNNER_BENCH_PROFILE,
-# RUNNER_BASELINE_DIR, RUNNER_BENCH_MANAGERS, ...).
+# RUNNER_BASELINE_DIR, RUNNER_BENCH_MANAGERS (default "rust twin twin-cN"),
+# RUNNER_MANAGER_ARGS, RUNNER_TWIN_ARGS, ...).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -52,6 +75,15 @@ export RUNNER_CLUSTER_AUDIT=runners
 export RUNNER_CLUSTER_CLIENT_QPS=${RUNNER_CLUSTER_CLIENT_QPS:-200}
 out=${RUNNER_SUSTAINED_OUT:-$work/out}
 mkdir -p "$out"
+# Our passes in flight: --concurrency N in RUNNER_MANAGER_ARGS, else the default.
+ours=$(sed -n 's/^pub const DEFAULT_CONCURRENCY: u16 = \([0-9]*\);/\1/p' src/manager/controller.rs)
+read -ra margs <<< "${RUNNER_MANAGER_ARGS:-}"
+for i in "${!margs[@]}"; do
+  case ${margs[i]} in --concurrency=*) ours=${margs[i]#*=} ;; --concurrency) ours=${margs[i + 1]:-$ours} ;; esac
+done
+[ -n "${RUNNER_BENCH_MANAGERS:-}" ] || MANAGERS="rust twin twin-c$ours"
+# The twin's reconciles in flight by default: 1, unless RUNNER_TWIN_ARGS sets it.
+twin_default=$(echo " ${RUNNER_TWIN_ARGS:-} " | sed -n 's/.* --*max-concurrent-reconciles[= ]\([0-9]*\) .*/\1/p')
 
 cleanup() {
   local rc=$?
@@ -74,19 +106,20 @@ load_start=$(cut -d ' ' -f 1-3 /proc/loadavg)
 
 for m in $MANAGERS; do
   mkdir -p "$out/$m"
+  rm -f "$out/$m"/rate-*.kv # a kept directory's figures of an earlier run
   cluster_up
   manager_start "$m" "$out/$m/manager.log"
   case $m in rust) echo kubectl-runner/ ;; *) echo runner-twin ;; esac > "$out/$m/agent"
+  case $m in rust) echo "$ours" ;; twin-c*) echo "${m#twin-c}" ;; *) echo "${twin_default:-1}" ;; esac > "$out/$m/concurrency"
   kubectl create namespace "$NS" > /dev/null
   step "$m: creating $N Runners, waiting until all are Ready"
   "$work/bench_runners" create "$NS" "$N" "$IMAGE" > "$out/$m/create.kv"
   step "$m: settled after $(wait_quiet "$N") s more; $(rss_mib "$manager_pid") MiB RSS"
   for rate in $RATES; do
-    step "$m: $rate changes/s for $SECS s"
-    before=$(reconciles)
-    "$work/sustained_load" "$NS" "$rate" "$SECS" "$manager_pid" > "$out/$m/rate-$rate.kv" ||
-      step "$m: not every change at $rate/s was observed (see the table)"
-    echo "reconciles=$(($(reconciles) - before))" >> "$out/$m/rate-$rate.kv"
+    step "$m: $rate changes/s for $SECS s, then the drain"
+    "$work/sustained_load" "$NS" "$rate" "$SECS" "$manager_pid" "127.0.0.1:$metrics_port" "$(passes_metric)" \
+      > "$out/$m/rate-$rate.kv" || step "$m: not every change at $rate/s was observed (see the table)"
+    step "$m: $rate changes/s: drained in $(sed -n 's/^drain_s=//p' "$out/$m/rate-$rate.kv") s"
     sleep "$PAUSE"
   done
   manager_stop

@@ -7,18 +7,30 @@
 //! Measured as the growth of this process's RSS over many copies, so the
 //! allocator's per-allocation overhead and any holes decoding leaves
 //! behind count, as they do in the manager.
+//!
+//! Then bytes per Runner: what the manager's caches hold for one Runner as
+//! the benches create them (replicas 1, no host: the Runner, its Deployment
+//! and its Service; no Ingress, no PodDisruptionBudget, Pods not cached),
+//! each decoded, trimmed and applied to a reflector store of its kind as
+//! the watches do, keys and hash tables included, over 10,000 Runners with
+//! names of their own.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
+use kube::Resource;
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher::Event;
 use kubectl_runner::api::Runner;
-use kubectl_runner::kinds::deployment::DeploymentView;
-use kubectl_runner::kinds::service::ServiceView;
-use kubectl_runner::kinds::trim;
+use kubectl_runner::kinds::deployment::{DeploymentView, Deployments};
+use kubectl_runner::kinds::service::{ServiceView, Services};
+use kubectl_runner::kinds::{ChildKind, trim};
 use serde::de::DeserializeOwned;
 
 const COPIES: usize = 20_000;
+/// Runners in the per-Runner measurement.
+const RUNNERS: usize = 10_000;
 
 fn rss_bytes() -> i64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
@@ -47,6 +59,42 @@ fn per_object<K: DeserializeOwned>(json: &[u8], trim: fn(&mut K)) -> i64 {
     per
 }
 
+/// Decodes `json`, names it `name`, trims it and applies it to `store`, as a
+/// watch event would.
+fn apply<K>(store: &mut Writer<K>, json: &[u8], name: &str, trim: fn(&mut K))
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone,
+{
+    let mut k: K = serde_json::from_slice(json).expect("fixture decodes");
+    k.meta_mut().name = Some(name.to_string());
+    trim(&mut k);
+    store.apply_watcher_event(&Event::Apply(k));
+}
+
+fn child<K: ChildKind>(v: &mut K::View) {
+    trim::child_meta(v.meta_mut());
+    K::trim(v);
+}
+
+/// Bytes per Runner the manager's Runner, Deployment and Service stores hold.
+fn per_runner(runner: &[u8], deployment: &[u8], service: &[u8]) -> i64 {
+    let (runners, mut runners_w) = reflector::store::<Runner>();
+    let (deployments, mut deployments_w) = reflector::store::<DeploymentView>();
+    let (services, mut services_w) = reflector::store::<ServiceView>();
+    let before = rss_bytes();
+    for i in 0..RUNNERS {
+        // The fixtures' name is bench-0000: the same length.
+        let name = format!("bench-{i:04}");
+        apply(&mut runners_w, runner, &name, trim::runner);
+        apply(&mut deployments_w, deployment, &name, child::<Deployments>);
+        apply(&mut services_w, service, &name, child::<Services>);
+    }
+    let per = (rss_bytes() - before) / RUNNERS as i64;
+    assert_eq!((runners.len(), deployments.len(), services.len()), (RUNNERS, RUNNERS, RUNNERS));
+    std::mem::forget((runners, runners_w, deployments, deployments_w, services, services_w));
+    per
+}
+
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/benches/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -66,4 +114,9 @@ fn main() {
     for (kind, how, bytes) in rows {
         println!("  {kind:<11} {how:<26} {bytes:>8} {:>17.1}", bytes as f64 * 10_000.0 / 1_048_576.0);
     }
+    let bytes = per_runner(&runner, &deployment, &service);
+    println!("per Runner: {RUNNERS} Runners, each with a Deployment and a Service, in the watches' stores");
+    println!("  {:<38} {:>8} {:>17}", "", "bytes", "MiB per 10,000");
+    let mib = bytes as f64 * 10_000.0 / 1_048_576.0;
+    println!("  {:<38} {bytes:>8} {mib:>17.1}", "Runner + DeploymentView + ServiceView");
 }

@@ -4,8 +4,10 @@
 //! measures; it never asserts a timing. A manager must be running.
 //!
 //! ```text
-//! sustained_load NAMESPACE RATE SECONDS [MANAGER_PID]   # stdout: key=value figures
+//! sustained_load NAMESPACE RATE SECONDS [MANAGER_PID [METRICS_ADDR PASSES_METRIC]]   # stdout: key=value
 //! ```
+//! METRICS_ADDR: the manager's plain-HTTP /metrics (`127.0.0.1:PORT`);
+//! PASSES_METRIC: its counter of reconcile passes (summed over labels).
 //!
 //! Data flow: a watch on the namespace's Runners is synced first; then a
 //! ticker sends change `i` (one JSON merge patch, a task of its own so a slow
@@ -14,30 +16,45 @@
 //! keeps changes to one Runner `n / RATE` seconds apart, so each change has
 //! its own generation. The generation in the PATCH reply is pending until
 //! the watch shows an `observedGeneration` at least as new; the latency is
-//! that event's arrival - the moment the PATCH was sent. After the load
-//! phase it waits (up to `RUNNER_LOAD_DRAIN` seconds, default 60) for the
-//! stragglers. With MANAGER_PID it reads that process's CPU time (from
-//! /proc/PID/stat) over the load phase and samples its RSS every 250 ms.
-//! The User-Agent is `runner-load/rate-RATE`, so the apiserver audit log
-//! tells each rate's changes apart.
+//! that event's arrival - the moment the PATCH was sent.
+//!
+//! The counting window (`window_start`, `window_end`, Unix seconds; `passes`
+//! is the counter's growth over it) runs from the first change to the end of
+//! the drain: every change observed, every Deployment in the namespace
+//! rolled out (observedGeneration caught up; replicas, updated and available
+//! all at spec.replicas), no Runner, Deployment, Service or Ingress event for
+//! [`QUIET`] and the counter still as long; or `RUNNER_LOAD_DRAIN` seconds
+//! (default 120). So rollouts that finish after the last change count too.
+//! With MANAGER_PID: its CPU time (/proc/PID/stat) over the load phase and
+//! its RSS sampled every 250 ms. User-Agent `runner-load/rate-RATE`, so the
+//! apiserver audit log tells each rate's changes apart.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use http::HeaderValue;
 use http::header::USER_AGENT;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Config, ResourceExt};
 use kubectl_runner::api::Runner;
 use serde_json::json;
+use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 /// Clock ticks per second of /proc/PID/stat times (USER_HZ: 100 on Linux).
 const USER_HZ: f64 = 100.0;
+
+/// How long the namespace and the pass counter must be still before the
+/// drain ends.
+const QUIET: Duration = Duration::from_secs(2);
 
 /// The spec fields the generator turns, in turn, and their current values.
 #[derive(Clone)]
@@ -73,6 +90,76 @@ impl Current {
 /// Changes sent and not yet observed, per Runner: (generation, sent at).
 type Pending = Arc<Mutex<HashMap<String, VecDeque<(i64, Instant)>>>>;
 
+/// Deployments not rolled out, and when a watched object last changed.
+#[derive(Default)]
+struct Settling {
+    unrolled: HashSet<String>,
+    last_event: Option<Instant>,
+}
+type Shared = Arc<Mutex<Settling>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Its spec seen by the Deployment controller; every replica updated and available.
+fn rolled_out(d: &Deployment) -> bool {
+    let want = d.spec.replicas.unwrap_or(1);
+    let Some(st) = d.status.as_ref() else { return false };
+    st.observed_generation >= d.metadata.generation
+        && [st.replicas, st.updated_replicas, st.available_replicas].iter().all(|n| n.unwrap_or(0) == want)
+}
+
+/// Watches one kind of child: every event after the initial list marks the
+/// namespace busy; objects not `done` stay in `unrolled` until they are.
+fn watch_kind<K>(api: Api<K>, settling: &Shared, done: fn(&K) -> bool) -> JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let settling = settling.clone();
+    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    tokio::spawn(async move {
+        while let Some(ev) = events.next().await {
+            let key = |o: &K| format!("{}/{}", K::plural(&()), o.name_any());
+            let mut s = lock(&settling);
+            match &ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) if !done(o) => {
+                    s.unrolled.insert(key(o))
+                }
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+                    s.unrolled.remove(&key(o))
+                }
+                Ok(_) => continue,
+                Err(e) => {
+                    eprintln!("load: watch {}: {e} (retrying)", K::plural(&()));
+                    continue;
+                }
+            };
+            if let Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) = ev {
+                s.last_event = Some(Instant::now());
+            }
+        }
+    })
+}
+
+/// The sum of `metric`'s samples on the plain-HTTP /metrics at `addr`.
+fn read_counter(addr: &str, metric: &str) -> std::io::Result<f64> {
+    use std::io::{Read, Write};
+    let sock = addr.parse().map_err(std::io::Error::other)?;
+    let mut conn = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(5))?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    conn.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text)?;
+    let samples = text.lines().filter(|l| l.strip_prefix(metric).is_some_and(|r| r.starts_with(['{', ' '])));
+    Ok(samples.filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok()).sum())
+}
+
 fn cpu_ticks(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces: count from its ')'.
@@ -99,12 +186,15 @@ fn epoch_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
-async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result<bool> {
+/// The manager's /metrics address and its pass counter.
+type Passes = Option<(String, String)>;
+
+async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>, metrics: Passes) -> anyhow::Result<bool> {
     let mut config = Config::infer().await?;
     config.headers.retain(|(name, _)| name != USER_AGENT);
     config.headers.push((USER_AGENT, HeaderValue::from_str(&format!("runner-load/rate-{rate}"))?));
     let client = Client::try_from(config)?;
-    let api = Api::<Runner>::namespaced(client, ns);
+    let api = Api::<Runner>::namespaced(client.clone(), ns);
 
     let mut runners: Vec<(String, Current)> = api
         .list(&ListParams::default())
@@ -123,20 +213,28 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
     // Watch first, so no observedGeneration is missed.
     let pending: Pending = Arc::default();
     let latencies = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let settling: Shared = Arc::default();
+    let children = [
+        watch_kind(Api::<Deployment>::namespaced(client.clone(), ns), &settling, rolled_out),
+        watch_kind(Api::<PartialObjectMeta<Service>>::namespaced(client.clone(), ns), &settling, |_| true),
+        watch_kind(Api::<PartialObjectMeta<Ingress>>::namespaced(client.clone(), ns), &settling, |_| true),
+    ];
     let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
     let watch = {
-        let (pending, latencies) = (pending.clone(), latencies.clone());
+        let (pending, latencies, settling) = (pending.clone(), latencies.clone(), settling.clone());
         let mut synced_tx = Some(synced_tx);
         let mut events = watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
         tokio::spawn(async move {
             while let Some(ev) = events.next().await {
                 let now = Instant::now();
                 let r = match ev {
-                    Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => r,
+                    Ok(watcher::Event::Apply(r)) => {
+                        lock(&settling).last_event = Some(now);
+                        r
+                    }
+                    Ok(watcher::Event::InitApply(r)) => r,
                     Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = synced_tx.take() {
-                            let _ = tx.send(());
-                        }
+                        let _ = synced_tx.take().map(|tx| tx.send(()));
                         continue;
                     }
                     Ok(_) => continue,
@@ -146,12 +244,12 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
                     }
                 };
                 let Some(observed) = r.status.as_ref().and_then(|s| s.observed_generation) else { continue };
-                let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                let mut pending = lock(&pending);
                 let Some(queue) = pending.get_mut(&r.name_any()) else { continue };
                 while queue.front().is_some_and(|(generation, _)| *generation <= observed) {
                     if let Some((_, sent)) = queue.pop_front() {
                         let ms = now.saturating_duration_since(sent).as_secs_f64() * 1e3;
-                        latencies.lock().unwrap_or_else(|e| e.into_inner()).push(ms);
+                        lock(&latencies).push(ms);
                     }
                 }
             }
@@ -170,11 +268,17 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
             loop {
                 tick.tick().await;
                 let rss = rss_kib(pid).unwrap_or(0);
-                let mut peak = peak.lock().unwrap_or_else(|e| e.into_inner());
+                let mut peak = lock(&peak);
                 *peak = (*peak).max(rss);
             }
         })
     });
+    let counter = async |m: &Passes| {
+        let (addr, metric) = m.clone()?;
+        let read = tokio::task::spawn_blocking(move || read_counter(&addr, &metric).map_err(|e| (addr, e)));
+        read.await.ok()?.map_err(|(addr, e)| eprintln!("load: {addr}/metrics: {e}")).ok()
+    };
+    let passes0 = counter(&metrics).await;
     let (start, start_epoch) = (Instant::now(), epoch_s());
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
     // A late tick is sent at once: the rate is what was asked over the phase.
@@ -191,12 +295,12 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(r) => {
                     let generation = r.metadata.generation.unwrap_or_default();
-                    let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut pending = lock(&pending);
                     pending.entry(name).or_default().push_back((generation, sent));
                 }
                 Err(e) => {
                     eprintln!("load: patch {name}: {e}");
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                    *lock(&failed) += 1;
                 }
             }
         }));
@@ -210,28 +314,49 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
     }
 
     let drain = Duration::from_secs(
-        std::env::var("RUNNER_LOAD_DRAIN").ok().and_then(|s| s.parse().ok()).unwrap_or(60),
+        std::env::var("RUNNER_LOAD_DRAIN").ok().and_then(|s| s.parse().ok()).unwrap_or(120),
     );
-    let left =
-        || pending.lock().unwrap_or_else(|e| e.into_inner()).values().map(VecDeque::len).sum::<usize>();
+    let left = || lock(&pending).values().map(VecDeque::len).sum::<usize>();
     let drain_start = Instant::now();
-    while left() > 0 && drain_start.elapsed() < drain {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (mut passes1, mut passes_moved) = (counter(&metrics).await, Instant::now());
+    let quiet = loop {
+        let settled = {
+            let s = lock(&settling);
+            s.unrolled.is_empty() && s.last_event.is_none_or(|t| t.elapsed() >= QUIET)
+        };
+        if left() == 0 && settled && passes_moved.elapsed() >= QUIET {
+            break true;
+        }
+        if drain_start.elapsed() >= drain {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = counter(&metrics).await;
+        if now != passes1 {
+            (passes1, passes_moved) = (now, Instant::now());
+        }
+    };
+    let (end_epoch, drained) = (epoch_s(), drain_start.elapsed());
     watch.abort();
+    let rollouts_pending = lock(&settling).unrolled.len();
+    children.iter().for_each(JoinHandle::abort);
 
-    let mut ms = latencies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut ms = lock(&latencies).clone();
     ms.sort_by(f64::total_cmp);
-    let failed = *failed.lock().unwrap_or_else(|e| e.into_inner());
+    let failed = *lock(&failed);
     let missing = left();
-    println!("rate={rate}");
-    println!("changes={changes}");
-    println!("patch_failed={failed}");
+    println!("rate={rate}\nchanges={changes}\npatch_failed={failed}");
     println!("achieved_rate={:.1}", changes as f64 / load.as_secs_f64());
-    println!("window_start={start_epoch:.3}");
-    println!("window_end={:.3}", epoch_s());
-    println!("observed_count={}", ms.len());
-    println!("observed_missing={missing}");
+    println!("window_start={start_epoch:.3}\nwindow_end={end_epoch:.3}");
+    println!(
+        "drain_s={:.1}\nquiet={}\nrollouts_pending={rollouts_pending}",
+        drained.as_secs_f64(),
+        u8::from(quiet)
+    );
+    if let (Some(p0), Some(p1)) = (passes0, passes1) {
+        println!("passes={:.0}", p1 - p0);
+    }
+    println!("observed_count={}\nobserved_missing={missing}", ms.len());
     println!("observed_p50_ms={:.0}", percentile(&ms, 50.0));
     println!("observed_p99_ms={:.0}", percentile(&ms, 99.0));
     println!("observed_max_ms={:.0}", ms.last().copied().unwrap_or(f64::NAN));
@@ -240,11 +365,14 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
     }
     if let Some(rss) = rss_end {
         println!("rss_mib={:.1}", rss as f64 / 1024.0);
-        let peak = *rss_peak.lock().unwrap_or_else(|e| e.into_inner());
+        let peak = *lock(&rss_peak);
         println!("rss_peak_mib={:.1}", peak.max(rss) as f64 / 1024.0);
     }
     if missing > 0 {
         eprintln!("load: {missing} changes not observed after a {drain:?} drain");
+    }
+    if !quiet {
+        eprintln!("load: not quiet after a {drain:?} drain ({rollouts_pending} Deployments not rolled out)");
     }
     Ok(failed == 0 && missing == 0)
 }
@@ -252,9 +380,9 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>) -> anyhow::Result
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: sustained_load NAMESPACE RATE SECONDS [MANAGER_PID]";
+    let usage = "usage: sustained_load NAMESPACE RATE SECONDS [MANAGER_PID [METRICS_ADDR PASSES_METRIC]]";
     let [ns, rate, secs, rest @ ..] = args.as_slice() else { anyhow::bail!("{usage}") };
-    anyhow::ensure!(rest.len() <= 1, "{usage}");
+    anyhow::ensure!(matches!(rest.len(), 0 | 1 | 3), "{usage}");
     let rate: u32 = rate.parse().map_err(|e| anyhow::anyhow!("RATE={rate:?}: {e}\n{usage}"))?;
     anyhow::ensure!(rate > 0, "RATE must be at least 1\n{usage}");
     let secs: u64 = secs.parse().map_err(|e| anyhow::anyhow!("SECONDS={secs:?}: {e}\n{usage}"))?;
@@ -262,6 +390,10 @@ async fn main() -> anyhow::Result<ExitCode> {
         Some(p) => Some(p.parse().map_err(|e| anyhow::anyhow!("MANAGER_PID={p:?}: {e}\n{usage}"))?),
         None => None,
     };
-    let ok = run(ns, rate, secs, pid).await?;
+    let metrics = match rest {
+        [_, addr, metric] => Some((addr.clone(), metric.clone())),
+        _ => None,
+    };
+    let ok = run(ns, rate, secs, pid, metrics).await?;
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

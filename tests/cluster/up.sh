@@ -13,11 +13,14 @@
 # RUNNER_CLUSTER_AUDIT=1: an apiserver audit log of every write (Metadata
 # level, JSON lines) at $STATE/logs/audit.log, which the benchmark reads for
 # per-Runner latencies and writes by user agent;
-# RUNNER_CLUSTER_AUDIT=runners: the same log, narrowed to writes on Runners
-# (and their status) and on Deployments, Services and Ingresses (not their
-# status), by any client outside kube-system: a spec change and the
-# manager's child writes after it, without the Pod and lease traffic that
-# would grow the log by orders of magnitude under sustained load.
+# RUNNER_CLUSTER_AUDIT=runners: the same log, narrowed to clients outside
+# the control plane (not kube-system's service accounts, nodes, the
+# controller-manager's, scheduler's or apiserver's own users), and to their
+# writes on Runners (and their status), on Deployments, Services, Ingresses
+# and PodDisruptionBudgets (not their status), Events and Leases, and their
+# gets and lists of anything (not watches): a spec change, the manager's
+# writes and reads after it, without the Pod traffic that would grow the
+# log by orders of magnitude under sustained load.
 # RUNNER_CLUSTER_CLIENT_QPS (and RUNNER_CLUSTER_CLIENT_BURST, default twice
 # the QPS): --kube-api-qps/--kube-api-burst of kube-controller-manager and
 # kube-scheduler, so a bench cluster sets up thousands of Pods in minutes
@@ -302,9 +305,15 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: None
-  verbs: [get, list, watch]
+  verbs: [watch]
 - level: None
   userGroups: [system:serviceaccounts:kube-system, system:nodes]
+- level: None
+  users: [system:kube-controller-manager, system:kube-scheduler, system:apiserver]
+- level: None
+  nonResourceURLs: ["*"]
+- level: Metadata
+  verbs: [get, list]
 - level: Metadata
   resources:
   - group: lab.cloudlab.training
@@ -315,6 +324,14 @@ rules:
     resources: [services]
   - group: networking.k8s.io
     resources: [ingresses]
+  - group: policy
+    resources: [poddisruptionbudgets]
+  - group: ""
+    resources: [events]
+  - group: events.k8s.io
+    resources: [events]
+  - group: coordination.k8s.io
+    resources: [leases]
 - level: None
 EOF2
     ;;
