@@ -19,6 +19,7 @@ pub mod gather;
 pub mod report;
 pub mod snapshot;
 pub mod view;
+pub mod writes;
 
 pub use finding::{Code, Finding, ObjectRef, Severity};
 pub use gather::Request;
