@@ -7,8 +7,9 @@
 //! (conditions) by that key, every other list as one value. A subtree that
 //! appears or disappears whole is one path, not one per leaf.
 //! `metadata.resourceVersion`, `metadata.managedFields` and
-//! `metadata.generation` change with every write or follow from the others:
-//! they are not fields a write "changed".
+//! `metadata.generation` change with every write or follow from the others,
+//! and `apiVersion` and `kind` are absent from a list's items but not from
+//! watch events: none of them is a field a write "changed".
 
 use std::fmt;
 
@@ -55,6 +56,9 @@ impl FieldPath {
 /// the others.
 const NOISE: [&str; 3] = ["resourceVersion", "managedFields", "generation"];
 
+/// Top-level fields a list leaves out of its items.
+const TYPE: [&str; 2] = ["apiVersion", "kind"];
+
 /// The fields whose value differs between `before` and `after`, sorted.
 pub fn changed(before: &Value, after: &Value) -> Vec<FieldPath> {
     let mut out = vec![];
@@ -67,9 +71,11 @@ pub fn changed(before: &Value, after: &Value) -> Vec<FieldPath> {
 fn walk(a: &Value, b: &Value, path: &mut Vec<Step>, out: &mut Vec<FieldPath>) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
-            let noise = path.len() == 1 && path[0] == Step::Field("metadata".into());
+            let metadata = path.len() == 1 && path[0] == Step::Field("metadata".into());
             for key in keys(a, b) {
-                if noise && NOISE.contains(&key.as_str()) {
+                if (metadata && NOISE.contains(&key.as_str()))
+                    || (path.is_empty() && TYPE.contains(&key.as_str()))
+                {
                     continue;
                 }
                 path.push(Step::Field(key.clone()));
@@ -171,6 +177,12 @@ mod tests {
                 json!({ "metadata": { "resourceVersion": "1", "generation": 1, "managedFields": [] } }),
                 json!({ "metadata": { "resourceVersion": "2", "generation": 2, "managedFields": [{}] } }),
                 &[],
+            ),
+            (
+                "the type, left out of a list's items",
+                json!({ "metadata": {}, "spec": { "kind": "a" } }),
+                json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}, "spec": { "kind": "b" } }),
+                &["spec.kind"],
             ),
             (
                 "an annotation key with dots and a slash",
