@@ -69,7 +69,7 @@ Examples:
   kubectl runner diagnose -A -o json | jq '.findings[] | select(.severity==\"error\")'
   kubectl runner diagnose --service-account team-a/runner-manager
   kubectl runner diagnose --as-service-account team-a/runner-manager   # the same
-  kubectl runner diagnose web --observe 20s    # who writes what: field managers fighting, write loops
+  kubectl runner diagnose web --observe 20s    # fights between field managers, write loops
   kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone";
 
 /// Explain why a Runner or the manager is not working.
@@ -133,7 +133,7 @@ pub fn parse_observe(s: &str) -> std::result::Result<Duration, String> {
     let d = parse_duration(s)?;
     let (min, max) = OBSERVE_RANGE;
     if d < min || d > max {
-        return Err(format!("--observe {s}: must be from 1s to 30m (e.g. 20s)"));
+        return Err("must be from 1s to 30m, e.g. 20s".into());
     }
     Ok(d)
 }
@@ -299,7 +299,10 @@ mod tests {
         assert_eq!(diag(&["--observe", "30m"]).observe, Some(Duration::from_secs(1800)));
         for bad in ["0s", "500ms", "31m", "2h"] {
             let err = parse(&["--observe", bad]).unwrap_err().to_string();
-            assert!(err.contains("--observe") && err.contains("from 1s to 30m"), "{bad}: {err}");
+            assert!(
+                err.contains(&format!("{bad}' for '--observe")) && err.contains("from 1s to 30m"),
+                "{bad}: {err}"
+            );
         }
         let err = parse(&["--observe", "soon"]).unwrap_err().to_string();
         assert!(err.contains("--observe") && err.contains("not a duration"), "{err}");
