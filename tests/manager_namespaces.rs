@@ -167,6 +167,7 @@ async fn a_plain_manager_is_seen_by_diagnose_while_it_runs_and_two_on_one_namesp
         service_account: None,
         thresholds: Default::default(),
         churn_window: Duration::ZERO,
+        observe: Duration::ZERO,
     };
     let ours = |f: &diagnose::Finding, id: &str| f.object.name == manager::presence::lease_name(id);
     let (_, report) = diagnose::diagnose(&ns.client, &req).await;

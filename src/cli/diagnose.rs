@@ -24,13 +24,24 @@ Runners stuck Terminating and what holds them; missing or foreign children;
 Pods that cannot pull, start or schedule; status behind the spec, not Ready, or
 churning (a hot loop) and who writes it.
 
+With --observe DURATION, diagnose also watches the Runners, their children and
+their Pods that long and attributes every write to the field manager whose
+managedFields entry it moved, and to the fields it changed: a field that two
+managers set by turns is a `write-fight` (both names, the count and the fix), an
+object written more than 60 times a minute with nothing to explain it (a
+rollout's status writes are explained by the spec change before them) is a
+`write-storm` (by whom, which fields; \"writes that change nothing\" when none).
+Both are errors.
+
 A manager started with `kubectl runner run-manager` without --leader-elect
 leaves no trace in the cluster and cannot be seen.
 
 -o json (stable; fields are only added): {apiVersion: diagnose.kubectl-runner/v1,
 scope: {namespaces, name}, summary: {errors, warnings, info, runners},
 findings: [{code, severity: error|warning|info, object: {kind, namespace, name},
-message, evidence: [..], fix}]}
+message, evidence: [..], fix, writes: {kind, name, windowSeconds, writes, perMinute,
+handovers, fields: [{field, writes}], managers: [{manager, operation, subresource,
+writes}]} (write-fight and write-storm only)}]}
 
 Permissions diagnose itself needs (it is read-only except for --fix):
   create  subjectaccessreviews.authorization.k8s.io
@@ -41,6 +52,8 @@ Permissions diagnose itself needs (it is read-only except for --fix):
   get     clusterroles and roles they refer to
   get, list runners; get deployments, services, ingresses; list pods and
           events, in the namespaces diagnosed
+  --observe: watch runners, deployments, services, ingresses,
+          poddisruptionbudgets and pods in the namespaces diagnosed
   --fix:  patch runners (and list deployments, services, ingresses)
 Reads that are forbidden are reported as `gather-incomplete`, not fatal.
 
@@ -56,6 +69,7 @@ Examples:
   kubectl runner diagnose -A -o json | jq '.findings[] | select(.severity==\"error\")'
   kubectl runner diagnose --service-account team-a/runner-manager
   kubectl runner diagnose --as-service-account team-a/runner-manager   # the same
+  kubectl runner diagnose web --observe 20s    # fights between field managers, write loops
   kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone";
 
 /// Explain why a Runner or the manager is not working.
@@ -82,6 +96,11 @@ pub struct DiagnoseArgs {
     /// Read the Runners twice this far apart to catch status churn; 0 skips it.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub churn_window: Duration,
+    /// Watch the Runners, their children and Pods this long (1s to 30m,
+    /// e.g. 20s) and report field managers fighting over a field
+    /// (write-fight) and objects written in a loop (write-storm).
+    #[arg(long, value_name = "DURATION", value_parser = parse_observe)]
+    pub observe: Option<Duration>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     pub output: Format,
@@ -105,6 +124,20 @@ pub fn parse_service_account(s: &str) -> std::result::Result<ServiceAccountRef, 
     s.parse()
 }
 
+/// The shortest and longest `--observe`: a write loop shows within a
+/// second; longer than half an hour is a job for metrics, not a command.
+pub const OBSERVE_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30 * 60));
+
+/// `--observe`: a duration from 1s to 30m.
+pub fn parse_observe(s: &str) -> std::result::Result<Duration, String> {
+    let d = parse_duration(s)?;
+    let (min, max) = OBSERVE_RANGE;
+    if d < min || d > max {
+        return Err("must be from 1s to 30m, e.g. 20s".into());
+    }
+    Ok(d)
+}
+
 impl DiagnoseArgs {
     /// The request for the given namespace flags; NAME needs one namespace.
     pub fn request(&self, namespace: &str, all_namespaces: bool) -> Result<Request> {
@@ -117,6 +150,7 @@ impl DiagnoseArgs {
             service_account: self.service_account.clone(),
             thresholds: Thresholds { grace: self.grace, since: self.since },
             churn_window: self.churn_window,
+            observe: self.observe.unwrap_or(Duration::ZERO),
         })
     }
 }
@@ -176,8 +210,15 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
             eprint!("{}", output::diagnose::removed(crate::api::FINALIZER, &c.namespace, &c.name));
         }
         if !candidates.is_empty() {
-            report =
-                diagnose::diagnose(&ctx.client, &Request { churn_window: Duration::ZERO, ..req }).await.1;
+            let again = Request { churn_window: Duration::ZERO, observe: Duration::ZERO, ..req };
+            let mut after = diagnose::gather::gather(&ctx.client, &again).await;
+            // What --observe saw stays reported: the fix removes no writer.
+            for rs in &mut after.runners {
+                let before =
+                    snapshot.runners.iter().find(|b| b.runner.metadata.uid == rs.runner.metadata.uid);
+                rs.observed = before.and_then(|b| b.observed.clone());
+            }
+            report = diagnose::report_for(&after);
         }
     }
     Ok(Outcome { report, refused })
@@ -248,6 +289,23 @@ mod tests {
     #[test]
     fn a_name_with_all_namespaces_is_a_usage_error() {
         assert!(matches!(diag(&["web"]).request("app", true), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn observe_takes_one_second_to_half_an_hour_and_a_bad_value_names_the_flag_and_the_range() {
+        assert_eq!(diag(&[]).request("app", false).unwrap().observe, Duration::ZERO);
+        let a = diag(&["web", "--observe", "20s"]);
+        assert_eq!(a.request("app", false).unwrap().observe, Duration::from_secs(20));
+        assert_eq!(diag(&["--observe", "30m"]).observe, Some(Duration::from_secs(1800)));
+        for bad in ["0s", "500ms", "31m", "2h"] {
+            let err = parse(&["--observe", bad]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{bad}' for '--observe")) && err.contains("from 1s to 30m"),
+                "{bad}: {err}"
+            );
+        }
+        let err = parse(&["--observe", "soon"]).unwrap_err().to_string();
+        assert!(err.contains("--observe") && err.contains("not a duration"), "{err}");
     }
 
     #[test]

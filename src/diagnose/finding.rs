@@ -111,6 +111,11 @@ codes! {
         StatusChurn = "status-churn",
         WarningEvent = "warning-event",
     }
+    /// Writes seen while watching (`--observe`).
+    Writes {
+        WriteFight = "write-fight",
+        WriteStorm = "write-storm",
+    }
     /// diagnose itself.
     Diagnose {
         GatherIncomplete = "gather-incomplete",
@@ -172,11 +177,61 @@ pub struct Finding {
     /// A command (or YAML) that fixes it, where one exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// The counts behind a `write-fight` or `write-storm`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes: Option<WriteCounts>,
+}
+
+/// What `--observe` counted for one object (`-o json`'s `writes`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteCounts {
+    /// `Deployment`, `Pod`, ... (the finding's object is the Runner).
+    pub kind: String,
+    pub name: String,
+    /// How long diagnose watched.
+    pub window_seconds: f64,
+    /// A storm: the unexplained writes; a fight: every write to the object.
+    pub writes: usize,
+    pub per_minute: f64,
+    /// A fight: how often the fields changed hands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handovers: Option<usize>,
+    /// The fields fought over, or those the storm's writes changed.
+    pub fields: Vec<FieldCount>,
+    /// The writers, most writes first.
+    pub managers: Vec<ManagerCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldCount {
+    pub field: String,
+    /// Writes that changed it (absent for a fight's fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ManagerCount {
+    /// The field manager; empty when `managedFields` did not say.
+    pub manager: String,
+    pub operation: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    pub writes: usize,
 }
 
 impl Finding {
     pub fn new(code: Code, severity: Severity, object: ObjectRef, message: impl Into<String>) -> Finding {
-        Finding { code, severity, object, message: message.into(), evidence: Vec::new(), fix: None }
+        Finding {
+            code,
+            severity,
+            object,
+            message: message.into(),
+            evidence: Vec::new(),
+            fix: None,
+            writes: None,
+        }
     }
 
     pub fn error(code: Code, object: ObjectRef, message: impl Into<String>) -> Finding {
@@ -200,6 +255,12 @@ impl Finding {
     /// Sets the fix.
     pub fn fix(mut self, fix: impl Into<String>) -> Finding {
         self.fix = Some(fix.into());
+        self
+    }
+
+    /// Sets the write counts.
+    pub fn writes(mut self, counts: WriteCounts) -> Finding {
+        self.writes = Some(counts);
         self
     }
 }

@@ -8,9 +8,11 @@
 //!   fix    (--fix: our finalizer, when the children are gone)
 //! ```
 //!
-//! Only `gather` and `fix` talk to the API; `view`, `checks` and `report` are
-//! pure and unit-tested rule by rule. `view` holds the readings of a
-//! snapshot that both `gather` and `checks` need.
+//! Only `gather` and `fix` talk to the API; `view`, `checks`, `writes` and
+//! `report` are pure and unit-tested rule by rule. `view` holds the readings
+//! of a snapshot that both `gather` and `checks` need; `writes` attributes
+//! the writes `gather` watches with `--observe` and tallies them into
+//! fights and storms for `checks`.
 
 pub mod checks;
 pub mod finding;
@@ -19,6 +21,7 @@ pub mod gather;
 pub mod report;
 pub mod snapshot;
 pub mod view;
+pub mod writes;
 
 pub use finding::{Code, Finding, ObjectRef, Severity};
 pub use gather::Request;

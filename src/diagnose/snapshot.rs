@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::api::Runner;
 use crate::client::children::Children;
+use crate::diagnose::writes::Observed;
 use crate::rbac::Permission;
 /// Where the ServiceAccount identity lives (the manager uses it too).
 pub use crate::service_account::ServiceAccountRef;
@@ -133,6 +134,8 @@ pub struct RunnerState {
     pub events: Vec<Event>,
     /// A second look after the churn window; `None` when not sampled.
     pub resample: Option<Resample>,
+    /// The writes seen while watching (`--observe`); `None` when not watched.
+    pub observed: Option<Observed>,
 }
 
 /// The Runner and its children read twice, `elapsed` apart: a changed

@@ -16,6 +16,7 @@ pub async fn errors(client: &kube::Client, ns: &str, running_manager: bool) -> V
         service_account: None,
         thresholds: Default::default(),
         churn_window: Duration::ZERO,
+        observe: Duration::ZERO,
     };
     let (_, report) = diagnose::diagnose(client, &req).await;
     report

@@ -123,6 +123,7 @@ pub fn runner_state() -> RunnerState {
         pods: vec![running_pod()],
         events: vec![],
         resample: None,
+        observed: None,
     };
     set_child(&mut rs, deployment());
     set_child(&mut rs, service());

@@ -7,7 +7,7 @@
 //! Snapshot ─┬─ install     CRD present, served, equal to what we generate
 //!           ├─ manager     Lease, Deployment, Pods, absent, watch scope
 //!           ├─ permissions SubjectAccessReview denials, over-broad grants
-//!           └─ per Runner: finalizer, child_ownership, workload, status
+//!           └─ per Runner: finalizer, child_ownership, workload, status, observed
 //! ```
 
 use std::time::Duration;
@@ -23,6 +23,7 @@ pub mod child_ownership;
 pub mod finalizer;
 pub mod install;
 pub mod manager;
+pub mod observed;
 pub mod permissions;
 pub mod status;
 pub mod workload;
@@ -43,6 +44,7 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
             out.extend(child_ownership::check(s, rs));
             out.extend(workload::check(s, rs));
             out.extend(status::check(s, rs));
+            out.extend(observed::check(rs));
         }
     }
     out.extend(s.gaps.iter().map(|g| {

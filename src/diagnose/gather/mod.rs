@@ -11,6 +11,7 @@
 //! version ─► CRD, manager (Deployment, Pods, Lease) ─► ServiceAccount, SARs, bindings
 //!                                                  └─► Runners ─► children, Pods, Events
 //!                                                      ... churn window ... Runners again
+//!                                                      ... --observe: watch them meanwhile
 //! ```
 
 use std::time::{Duration, Instant};
@@ -28,6 +29,7 @@ use crate::api::CRD_NAME;
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LABEL};
 
 mod access;
+mod observe;
 mod runners;
 
 /// What to diagnose.
@@ -44,6 +46,9 @@ pub struct Request {
     /// How long to wait before reading the Runners a second time to detect
     /// churn; zero skips the second read.
     pub churn_window: Duration,
+    /// How long to watch the Runners, their children and Pods for fights
+    /// and write storms ([`crate::diagnose::writes`]); zero does not watch.
+    pub observe: Duration,
 }
 
 /// Collects failed reads as [`Gap`]s.
@@ -120,11 +125,19 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     let (runners, runner_gaps) = runners;
     s.runners = runners;
     gaps.0.extend(runner_gaps.0);
-    if !req.churn_window.is_zero() && !s.runners.is_empty() {
-        tokio::time::sleep(req.churn_window.saturating_sub(t0.elapsed())).await;
-        let elapsed = t0.elapsed();
-        runners::resample(client, req, &mut s.runners, elapsed).await;
+    let targets = observe::targets(&s.runners);
+    let churn = async {
+        if !req.churn_window.is_zero() && !s.runners.is_empty() {
+            tokio::time::sleep(req.churn_window.saturating_sub(t0.elapsed())).await;
+            let elapsed = t0.elapsed();
+            runners::resample(client, req, &mut s.runners, elapsed).await;
+        }
+    };
+    let ((), (mut observed, observe_gaps)) = tokio::join!(churn, observe::watch(client, req, &targets));
+    for (rs, t) in s.runners.iter_mut().zip(&targets) {
+        rs.observed = observed.remove(&t.key);
     }
+    gaps.0.extend(observe_gaps.0);
     s.gaps = gaps.0;
     s
 }

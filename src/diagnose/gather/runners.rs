@@ -26,7 +26,7 @@ use crate::kinds;
 const CONCURRENCY: usize = 8;
 
 /// `None` in the list means all namespaces.
-fn scopes(req: &Request) -> Vec<Option<&str>> {
+pub(super) fn scopes(req: &Request) -> Vec<Option<&str>> {
     if req.namespaces.is_empty() {
         vec![None]
     } else {
@@ -34,7 +34,7 @@ fn scopes(req: &Request) -> Vec<Option<&str>> {
     }
 }
 
-fn where_(ns: Option<&str>) -> String {
+pub(super) fn where_(ns: Option<&str>) -> String {
     ns.map(|n| format!("in {n}")).unwrap_or("in all namespaces".into())
 }
 
@@ -102,7 +102,7 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
             events.sort_by_key(|e| e.last_timestamp.clone().or(e.metadata.creation_timestamp.clone()));
             let children = found.remove(&key(&runner)).unwrap_or_default();
             let pods = pods.remove(&uid).unwrap_or_default();
-            RunnerState { runner, children, pods, events, resample: None }
+            RunnerState { runner, children, pods, events, resample: None, observed: None }
         })
         .collect();
     out.sort_by_key(|r| (r.runner.namespace(), r.runner.name_any()));
