@@ -1,6 +1,6 @@
 //! Pure: the record a deleted Runner leaves behind, so "what ran here, and
 //! with which spec?" has an answer after the Runner is gone. The manager
-//! writes it ([`crate::manager::deletion_record`]) just before it removes
+//! writes it (`manager::deletion_record`) just before it removes
 //! its finalizer; `kubectl runner history` reads it.
 //!
 //! The record is one ConfigMap per namespace, [`CONFIGMAP`], with one data
@@ -106,7 +106,7 @@ pub enum Plan {
     /// [`MAX_ENTRIES`], so it would be trimmed at once.
     Nothing,
     /// No ConfigMap yet: create this one.
-    Create(ConfigMap),
+    Create(Box<ConfigMap>),
     /// A JSON merge patch adding the entry and removing the trimmed ones,
     /// guarded by the resourceVersion read (a 409 if it moved on).
     Patch(Value),
@@ -119,7 +119,7 @@ pub enum Plan {
 pub fn plan(live: Option<&ConfigMap>, namespace: &str, entry: &Entry) -> Plan {
     let key = entry.key();
     let Some(cm) = live else {
-        return Plan::Create(ConfigMap {
+        return Plan::Create(Box::new(ConfigMap {
             metadata: ObjectMeta {
                 name: Some(CONFIGMAP.into()),
                 namespace: Some(namespace.into()),
@@ -128,7 +128,7 @@ pub fn plan(live: Option<&ConfigMap>, namespace: &str, entry: &Entry) -> Plan {
             },
             data: Some(BTreeMap::from([(key, entry.value())])),
             ..Default::default()
-        });
+        }));
     };
     if !is_ours(cm) {
         return Plan::Foreign;
@@ -210,7 +210,7 @@ mod tests {
         let Plan::Create(mut cm) = plan(None, "team", &entries[0]) else { panic!("want a create") };
         cm.metadata.resource_version = Some("7".into());
         cm.data = Some(entries.iter().map(|e| (e.key(), e.value())).collect());
-        cm
+        *cm
     }
 
     #[test]
@@ -224,6 +224,11 @@ mod tests {
         assert_eq!((e.replicas, e.port, e.host.as_deref()), (3, 8080, Some("web.example.com")));
         assert_eq!(e.key(), "20260105T080002Z.web.3f0c");
         assert!(is_entry_key(&e.key()));
+        for other in
+            ["note", "2026.web", "20260105T080002Z.", "20261305T080002Z.web.u", "20260105T080002.web.u"]
+        {
+            assert!(!is_entry_key(other), "{other}");
+        }
         let v: Value = serde_json::from_str(&e.value()).unwrap();
         assert_eq!(v["deletedAt"], "2026-01-05T08:00:02Z");
         assert_eq!(v["orphaned"], true);

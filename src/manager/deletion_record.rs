@@ -155,7 +155,7 @@ async fn once(api: &Api<ConfigMap>, ns: &str, entry: &Entry) -> kube::Result<boo
         Plan::Nothing => {}
         Plan::Foreign => return Ok(false),
         Plan::Create(cm) => {
-            api.create(&PostParams::default(), &cm).await?;
+            api.create(&PostParams::default(), &*cm).await?;
         }
         Plan::Patch(p) => {
             api.patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&p)).await?;
