@@ -26,6 +26,7 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod deletion_record;
 pub mod diagnose;
 pub mod e2e;
 pub mod error;

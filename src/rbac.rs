@@ -28,6 +28,10 @@ pub struct Permission {
     pub group: &'static str,
     /// Plural resource, with "/subresource" where one is meant.
     pub resource: &'static str,
+    /// Only the object of this name (RBAC `resourceNames`); None: any.
+    /// `create` cannot be limited so (the apiserver authorizes it before
+    /// the name is known), so a named permission never holds it.
+    pub resource_name: Option<&'static str>,
     pub verbs: &'static [&'static str],
     pub scope: Scope,
     /// What breaks without it, in one line (shown by `diagnose`).
@@ -49,6 +53,15 @@ impl Permission {
         s
     }
 
+    /// What a message names: [`Self::resource_ref`], and the one object
+    /// when the permission is limited to it (`configmaps named runner-deletions`).
+    pub fn target(&self) -> String {
+        match self.resource_name {
+            Some(name) => format!("{} named {name}", self.resource_ref()),
+            None => self.resource_ref(),
+        }
+    }
+
     /// (resource, subresource) as a SubjectAccessReview spells them.
     pub fn split_resource(&self) -> (&'static str, Option<&'static str>) {
         match self.resource.split_once('/') {
@@ -64,6 +77,7 @@ pub static PERMISSIONS: LazyLock<Vec<Permission>> = LazyLock::new(|| {
     let children = crate::kinds::all().iter().map(|k| Permission {
         group: k.group(),
         resource: k.plural(),
+        resource_name: None,
         verbs: CHILD_VERBS,
         scope: Scope::Watched,
         why: k.why(),
@@ -76,6 +90,7 @@ const BEFORE_CHILDREN: &[Permission] = &[
     Permission {
         group: crate::api::GROUP,
         resource: "runners",
+        resource_name: None,
         verbs: &["get", "list", "watch", "patch", "update"],
         scope: Scope::Watched,
         why: "read Runners and add or remove the cleanup finalizer",
@@ -83,6 +98,7 @@ const BEFORE_CHILDREN: &[Permission] = &[
     Permission {
         group: crate::api::GROUP,
         resource: "runners/status",
+        resource_name: None,
         verbs: &["get", "patch", "update"],
         scope: Scope::Watched,
         why: "report status (replicas, phase, conditions)",
@@ -90,6 +106,7 @@ const BEFORE_CHILDREN: &[Permission] = &[
     Permission {
         group: crate::api::GROUP,
         resource: "runners/finalizers",
+        resource_name: None,
         verbs: &["update"],
         scope: Scope::Watched,
         why: "set blockOwnerDeletion on children where OwnerReferencesPermissionEnforcement is on",
@@ -106,6 +123,7 @@ const AFTER_CHILDREN: &[Permission] = &[
     Permission {
         group: "",
         resource: "pods",
+        resource_name: None,
         verbs: &["get", "list", "watch"],
         scope: Scope::Watched,
         why: "explain a not-ready Runner with its Pods' waiting reasons",
@@ -113,13 +131,31 @@ const AFTER_CHILDREN: &[Permission] = &[
     Permission {
         group: "events.k8s.io",
         resource: "events",
+        resource_name: None,
         verbs: &["create", "patch"],
         scope: Scope::Watched,
         why: "record AdoptionRefused and deletion Events on Runners",
     },
     Permission {
+        group: "",
+        resource: "configmaps",
+        resource_name: None,
+        verbs: &["create"],
+        scope: Scope::Watched,
+        why: "create the namespace's record of deleted Runners (kubectl runner history)",
+    },
+    Permission {
+        group: "",
+        resource: "configmaps",
+        resource_name: Some(crate::deletion_record::CONFIGMAP),
+        verbs: &["get", "patch"],
+        scope: Scope::Watched,
+        why: "add a deleted Runner to the namespace's record (kubectl runner history); no other ConfigMap",
+    },
+    Permission {
         group: "coordination.k8s.io",
         resource: "leases",
+        resource_name: None,
         verbs: &["get", "create", "update", "patch", "delete"],
         scope: Scope::ManagerNamespace,
         why: "leader election, so two managers never reconcile at once; a presence Lease per running manager, so diagnose sees it",
@@ -127,6 +163,7 @@ const AFTER_CHILDREN: &[Permission] = &[
     Permission {
         group: "authentication.k8s.io",
         resource: "tokenreviews",
+        resource_name: None,
         verbs: &["create"],
         scope: Scope::Cluster,
         why: "authenticate whoever scrapes /metrics (--metrics-auth)",
@@ -134,6 +171,7 @@ const AFTER_CHILDREN: &[Permission] = &[
     Permission {
         group: "authorization.k8s.io",
         resource: "subjectaccessreviews",
+        resource_name: None,
         verbs: &["create"],
         scope: Scope::Cluster,
         why: "check that whoever scrapes /metrics may `get` it (--metrics-auth)",
@@ -166,6 +204,7 @@ pub fn policy_rules(scope: Scope) -> Vec<PolicyRule> {
         .map(|p| PolicyRule {
             api_groups: Some(vec![p.group.to_string()]),
             resources: Some(vec![p.resource.to_string()]),
+            resource_names: p.resource_name.map(|n| vec![n.to_string()]),
             verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
             ..Default::default()
         })
@@ -183,6 +222,28 @@ mod tests {
             assert!(!p.verbs.contains(&"*"), "{p:?}");
             assert_ne!(p.resource, "secrets");
         }
+    }
+
+    #[test]
+    fn a_named_permission_never_holds_create_and_is_a_rule_with_resource_names() {
+        for p in PERMISSIONS.iter().filter(|p| p.resource_name.is_some()) {
+            assert!(!p.verbs.contains(&"create"), "{p:?}");
+        }
+        let rules = policy_rules(Scope::Watched);
+        let named: Vec<&PolicyRule> = rules.iter().filter(|r| r.resource_names.is_some()).collect();
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert_eq!(named[0].resources.as_deref(), Some(&["configmaps".to_string()][..]));
+        assert_eq!(named[0].resource_names.as_deref(), Some(&["runner-deletions".to_string()][..]));
+        assert_eq!(named[0].verbs, ["get", "patch"]);
+        // Other ConfigMaps: only create, which reads nothing.
+        let any: Vec<&PolicyRule> = rules
+            .iter()
+            .filter(|r| {
+                r.resources.as_deref() == Some(&["configmaps".to_string()][..]) && r.resource_names.is_none()
+            })
+            .collect();
+        assert_eq!(any.len(), 1);
+        assert_eq!(any[0].verbs, ["create"]);
     }
 
     #[test]

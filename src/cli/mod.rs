@@ -19,6 +19,7 @@ pub mod describe;
 pub mod diagnose;
 pub mod e2e;
 pub mod get;
+pub mod history;
 pub mod install;
 pub mod manager_rollout;
 pub mod manifests;
@@ -61,7 +62,7 @@ pub struct Globals {
     /// Namespace to use (default: the kubeconfig context's namespace).
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// Act on all namespaces where that makes sense (get, diagnose; delete and scale with -l or --all).
+    /// Act on all namespaces where that makes sense (get, history, diagnose; delete and scale with -l or --all).
     #[arg(short = 'A', long = "all-namespaces", global = true)]
     pub all_namespaces: bool,
     /// Kubeconfig context to use.
@@ -93,6 +94,8 @@ pub enum Command {
     Describe(describe::DescribeArgs),
     /// Delete Runners, optionally waiting until their children are gone.
     Delete(delete::DeleteArgs),
+    /// List deleted Runners with their last spec.
+    History(history::HistoryArgs),
     /// Install the CRD and RBAC (and optionally the in-cluster manager).
     Install(install::InstallArgs),
     /// Remove what `install` installed.
@@ -201,6 +204,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Get(a) => get::run(g, a).await,
         Command::Describe(a) => describe::run(g, a).await,
         Command::Delete(a) => delete::run(g, a).await,
+        Command::History(a) => history::run(g, a).await,
         Command::Install(a) => install::run_install(g, a).await,
         Command::Uninstall(a) => uninstall::run_uninstall(g, a).await,
         Command::Manifests(a) => manifests::run(a),

@@ -29,6 +29,7 @@ pub mod describe;
 pub mod diagnose;
 pub mod e2e;
 pub mod failure;
+pub mod history;
 pub mod jsonpath;
 pub mod safe;
 pub mod sort;

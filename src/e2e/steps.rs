@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -51,7 +51,10 @@ pub fn all() -> Vec<Step> {
             name: "a same-name foreign Deployment is refused and left intact",
             run: |c| Box::pin(foreign(c)),
         },
-        Step { name: "delete the Runner; it and its children are gone", run: |c| Box::pin(delete(c)) },
+        Step {
+            name: "delete the Runner; it and its children are gone, its record stays",
+            run: |c| Box::pin(delete(c)),
+        },
     ]
 }
 
@@ -229,6 +232,7 @@ async fn foreign(c: &Ctx) -> Result<String> {
 
 async fn delete(c: &Ctx) -> Result<String> {
     let api = runners(c);
+    let uid = api.get(WEB).await.map_err(|e| Error::api("get", "Runner", &c.ns, WEB, e))?.uid();
     api.delete(WEB, &DeleteParams::default())
         .await
         .map_err(|e| Error::api("delete", "Runner", &c.ns, WEB, e))?;
@@ -241,7 +245,30 @@ async fn delete(c: &Ctx) -> Result<String> {
         }
     })
     .await;
-    Ok("the Runner and every child gone".into())
+    let entry = recorded(c, uid.as_deref().unwrap_or_default()).await?;
+    // The last spec: the rollout step's image, the scale step's count.
+    if (entry.image.as_str(), entry.replicas) != (c.opts.image_update.as_str(), 2) {
+        return Err(Error::StepFailed(format!(
+            "the deletion record holds image {} and {} replicas, want {} and 2",
+            entry.image, entry.replicas, c.opts.image_update
+        )));
+    }
+    Ok(format!("the Runner and every child gone; recorded as {}", entry.key()))
+}
+
+/// The entry of the Runner with `uid` in the namespace's deletion record.
+async fn recorded(c: &Ctx, uid: &str) -> Result<crate::deletion_record::Entry> {
+    use crate::deletion_record::{CONFIGMAP, entries};
+    let cm = ns_api::<ConfigMap>(c)
+        .get_opt(CONFIGMAP)
+        .await
+        .map_err(|e| Error::api("get", "ConfigMap", &c.ns, CONFIGMAP, e))?
+        .ok_or_else(|| {
+            Error::StepFailed(format!("no ConfigMap {CONFIGMAP}: the deletion was not recorded"))
+        })?;
+    entries(&cm).0.into_iter().find(|e| e.uid == uid).ok_or_else(|| {
+        Error::StepFailed(format!("ConfigMap {CONFIGMAP} holds no entry for Runner {WEB} (UID {uid})"))
+    })
 }
 
 /// Writes Events, Runners, Deployments and Pods of the namespace as YAML to

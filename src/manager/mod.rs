@@ -14,6 +14,7 @@ pub mod child_step;
 pub mod child_write;
 pub mod context;
 pub mod controller;
+pub mod deletion_record;
 pub mod leader;
 pub mod metrics;
 pub mod metrics_auth;
@@ -35,5 +36,7 @@ pub mod watches;
 
 pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};
 
+#[cfg(test)]
+mod deletion_record_tests;
 #[cfg(test)]
 mod reconcile_tests;

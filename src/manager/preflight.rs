@@ -28,7 +28,7 @@ impl std::fmt::Display for Missing {
             f,
             "can't {} {} {where_} (needed to {})",
             self.verb,
-            self.permission.resource_ref(),
+            self.permission.target(),
             self.permission.why
         )
     }
@@ -120,6 +120,7 @@ pub async fn missing_permissions(
                         resource: Some(resource.into()),
                         subresource: subresource.map(Into::into),
                         verb: Some((*verb).into()),
+                        name: p.resource_name.map(Into::into),
                         namespace: namespace.map(Into::into),
                         ..Default::default()
                     }),

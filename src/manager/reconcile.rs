@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::child_write::Outcome;
 use super::context::Context;
+use super::deletion_record;
 use super::retry;
 use super::runner_patch::{add_finalizer, patch_status, remove_finalizer};
 use super::runner_step::{self, RunnerStep};
@@ -166,6 +167,10 @@ async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool
             show_terminating(ctx, runner, api).await;
             return Ok(Action::await_change());
         }
+    }
+    // While the Runner and its spec are still there; bounded, never blocking.
+    if let Err(why) = deletion_record::write(ctx, runner, orphan).await {
+        publish(ctx, runner, EventType::Warning, deletion_record::REASON_NOT_RECORDED, "Cleanup", why).await;
     }
     remove_finalizer(api, runner).await?;
     ctx.metrics.write("remove_finalizer");

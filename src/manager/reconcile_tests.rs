@@ -17,9 +17,9 @@ use crate::api::{FINALIZER, Runner, RunnerSpec};
 use crate::kinds::ChildKind;
 use crate::kinds::deployment::Deployments;
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+pub(super) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
-fn context() -> (Arc<Context>, Handle) {
+pub(super) fn context() -> (Arc<Context>, Handle) {
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let stores =
@@ -28,7 +28,7 @@ fn context() -> (Arc<Context>, Handle) {
     (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }
 
-fn runner(finalizers: Option<Vec<&str>>, deleting: bool) -> Runner {
+pub(super) fn runner(finalizers: Option<Vec<&str>>, deleting: bool) -> Runner {
     let mut r = Runner::new("web", RunnerSpec::new("nginx:1.27").replicas(2));
     r.metadata.namespace = Some("team".into());
     r.metadata.uid = Some("u1".into());
@@ -43,7 +43,7 @@ fn runner(finalizers: Option<Vec<&str>>, deleting: bool) -> Runner {
 }
 
 /// Answers the next request after checking it; returns its JSON body.
-async fn expect(handle: &mut Handle, method: &str, path_prefix: &str, reply: Value) -> Value {
+pub(super) async fn expect(handle: &mut Handle, method: &str, path_prefix: &str, reply: Value) -> Value {
     let (req, send) = handle.next_request().await.expect("a request");
     assert_eq!(req.method().as_str(), method, "{}", req.uri());
     assert!(req.uri().path().starts_with(path_prefix), "{} does not start with {path_prefix}", req.uri());
@@ -88,6 +88,9 @@ async fn a_deleted_runner_with_no_children_left_removes_only_its_finalizer_then_
     r.status = Some(crate::api::RunnerStatus { phase: crate::api::Phase::Terminating, ..Default::default() });
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
+    let cm = record_created(&mut handle).await;
+    let entry = &cm["data"]["19700101T001640Z.web.u1"];
+    assert!(entry.as_str().unwrap().contains(r#""image":"nginx:1.27","replicas":2"#), "{cm}");
     let patch = expect(
         &mut handle,
         "PATCH",
@@ -141,6 +144,7 @@ async fn cleanup_deletes_each_child_once_in_the_background_and_never_polls() {
     // The apiserver answers with a Status: the Deployment is gone.
     let gone = json!({ "kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {} });
     send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&gone).unwrap())).unwrap());
+    let cm = record_created(&mut handle).await;
     // Then the finalizer; the apiserver refuses it this time (a conflict).
     let (req, send) = handle.next_request().await.expect("the finalizer patch");
     assert_eq!(req.method().as_str(), "PATCH");
@@ -152,8 +156,16 @@ async fn cleanup_deletes_each_child_once_in_the_background_and_never_polls() {
     assert!(task.await.unwrap().is_err());
 
     // The retry comes before the store sees the deletion: no second DELETE,
-    // straight to the finalizer, then the Event, and no requeue.
+    // the record found already written, the finalizer, the Event, and no requeue.
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
+    let (m, _, _) = answer(
+        &mut handle,
+        200,
+        json!({ "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": cm["metadata"].clone(), "data": cm["data"].clone() }),
+    )
+    .await;
+    assert_eq!(m, "GET", "the record is read, and not written twice");
     let (req, send) = handle.next_request().await.expect("the finalizer patch");
     assert_eq!(req.method().as_str(), "PATCH", "a second DELETE of the same child: {}", req.uri());
     send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&reply).unwrap())).unwrap());
@@ -205,8 +217,18 @@ async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
     task.await.unwrap().expect("reconcile ok");
 }
 
+/// The deletion record: read (there is none yet), then created; returns
+/// the ConfigMap created.
+pub(super) async fn record_created(handle: &mut Handle) -> Value {
+    let (m, path, _) = answer(handle, 404, conflict("NotFound", 404)).await;
+    assert_eq!((m.as_str(), path.as_str()), ("GET", "/api/v1/namespaces/team/configmaps/runner-deletions"));
+    let (m, path, cm) = answer(handle, 201, json!({ "apiVersion": "v1", "kind": "ConfigMap" })).await;
+    assert_eq!((m.as_str(), path.as_str()), ("POST", "/api/v1/namespaces/team/configmaps"));
+    cm
+}
+
 /// Answers the next request with `status` and `reply`; returns (method, path, body).
-async fn answer(handle: &mut Handle, status: u16, reply: Value) -> (String, String, Value) {
+pub(super) async fn answer(handle: &mut Handle, status: u16, reply: Value) -> (String, String, Value) {
     let (req, send) = handle.next_request().await.expect("a request");
     let (method, path) = (req.method().to_string(), req.uri().path().to_string());
     let bytes = req.into_body().collect_bytes().await.unwrap();
@@ -217,7 +239,7 @@ async fn answer(handle: &mut Handle, status: u16, reply: Value) -> (String, Stri
     (method, path, body)
 }
 
-fn conflict(reason: &str, code: u16) -> Value {
+pub(super) fn conflict(reason: &str, code: u16) -> Value {
     json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code,
             "message": reason, "metadata": {} })
 }

@@ -24,6 +24,11 @@ fn where_(ns: &str) -> String {
 pub fn grant_command(a: &AccessCheck, sa: &ServiceAccountRef) -> String {
     let res = a.permission.resource_ref();
     let role = format!("runner-manager-{}-{}", a.verb, res.replace('/', "-"));
+    // `--resource-name` limits the grant to the one object, as the install does.
+    let res = match a.permission.resource_name {
+        Some(name) => format!("{res} --resource-name={name}"),
+        None => res,
+    };
     let sa_flag = format!("--serviceaccount={}:{}", sa.namespace, sa.name);
     if a.namespace.is_empty() {
         format!(
@@ -90,7 +95,7 @@ fn denials(s: &Snapshot, sa_ref: &ObjectRef) -> Vec<Finding> {
                         here.len()
                     ),
                 )
-                .evidence(format!("e.g. can't {} {}", denied[0].verb, denied[0].permission.resource_ref()))
+                .evidence(format!("e.g. can't {} {}", denied[0].verb, denied[0].permission.target()))
                 .evidence("no Role or ClusterRole from the install is bound to this ServiceAccount here")
                 .fix(if ns.is_empty() {
                     "kubectl runner install".to_string()
@@ -104,7 +109,7 @@ fn denials(s: &Snapshot, sa_ref: &ObjectRef) -> Vec<Finding> {
             let mut f = Finding::error(
                 Code::PermissionDenied,
                 sa_ref.clone(),
-                format!("can't {} {} {}", a.verb, a.permission.resource_ref(), where_(ns)),
+                format!("can't {} {} {}", a.verb, a.permission.target(), where_(ns)),
             )
             .evidence(format!("needed to {}", a.permission.why));
             if !a.reason.is_empty() {
@@ -199,6 +204,22 @@ mod tests {
             "kubectl create role runner-manager-list-services -n app --verb=list --resource=services"
         ));
         assert!(fix.contains("--serviceaccount=runner-system:runner-controller-manager"), "{fix}");
+    }
+
+    #[test]
+    fn a_denial_of_the_one_named_configmap_grants_only_that_name() {
+        let mut s = fixtures::healthy();
+        for a in s.access.iter_mut().filter(|a| a.permission.resource_name.is_some() && a.verb == "patch") {
+            a.allowed = false;
+        }
+        let f = check(&s);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].message, "can't patch configmaps named runner-deletions in app");
+        let fix = f[0].fix.as_deref().unwrap();
+        assert!(
+            fix.contains("--verb=patch --resource=configmaps --resource-name=runner-deletions &&"),
+            "{fix}"
+        );
     }
 
     #[test]

@@ -93,6 +93,7 @@ fn review(sa: &ServiceAccountRef, ns: &str, p: &Permission, verb: &str) -> Subje
                 group: Some(p.group.to_string()),
                 resource: Some(resource.to_string()),
                 subresource: subresource.map(String::from),
+                name: p.resource_name.map(String::from),
                 ..Default::default()
             }),
             ..Default::default()
