@@ -81,13 +81,7 @@ async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
 
 /// Each child kind brought to the spec, then the status.
 async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
-    let mut seen = Observed {
-        pod_problem: ctx
-            .stores
-            .pods
-            .first(&runner.namespace().unwrap_or_default(), &runner.uid().unwrap_or_default()),
-        ..Default::default()
-    };
+    let mut seen = Observed::default();
     for child in ctx.stores.children.iter() {
         match child.reconcile(&ctx.writes, runner, false, &mut seen.facts).await? {
             Outcome::Refused(r) => seen.refused.push(r),
@@ -95,6 +89,11 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
             Outcome::Ours | Outcome::Gone | Outcome::Pending => {}
         }
     }
+    // After the children: the Deployment's rollout says which Pods are current.
+    seen.pod_problem = seen.facts.rollout.as_ref().and_then(|r| {
+        let (ns, uid) = (runner.namespace().unwrap_or_default(), runner.uid().unwrap_or_default());
+        ctx.stores.pods.first(&ns, &uid, &r.current)
+    });
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let new_status = status::compute(runner, &seen, &now);
     if runner.status.as_ref() != Some(&new_status) {

@@ -1,6 +1,9 @@
 //! The workload: the Runner's Deployment gave up progressing, or its
 //! Pods cannot pull, start or be scheduled. The Pod's own reason and message
 //! are the evidence; they usually name the fix (a typo in the image, a quota).
+//! Only Pods of the Deployment's current ReplicaSet count, by the rule the
+//! manager's status reads ([`crate::rollout::CurrentPods`]): a stuck Pod of
+//! the ReplicaSet a rollout is replacing is on its way out.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -9,6 +12,7 @@ use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
 use super::{controlled_by, ns_flag, runner_ref};
 use crate::pod_admission::{PodsRefused, RefusedBy};
+use crate::rollout::{CurrentPods, POD_TEMPLATE_HASH_LABEL};
 
 /// Why one Pod is not running.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,11 +81,14 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         return vec![];
     }
     let mut out = vec![];
+    let mut current = CurrentPods::Unknown;
     if let Some(d) = rs.deployment().filter(|d| controlled_by(&d.metadata, rs)) {
-        // The rule the manager's status reads, through the same rollout.
-        if let Some(refused) = crate::rollout::of(Some(&d), rs.runner.spec.replicas).pods_refused {
-            out.push(pods_refused(rs, &d.name_any(), &refused));
+        // The rules the manager's status reads, through the same rollout.
+        let rollout = crate::rollout::of(Some(&d), rs.runner.spec.replicas);
+        if let Some(refused) = &rollout.pods_refused {
+            out.push(pods_refused(rs, &d.name_any(), refused));
         }
+        current = rollout.current;
         let conds = d.status.iter().flat_map(|s| s.conditions.iter().flatten());
         for c in conds {
             if c.type_.as_deref() == Some("Progressing")
@@ -107,7 +114,11 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
             }
         }
     }
-    for p in &rs.pods {
+    for p in rs
+        .pods
+        .iter()
+        .filter(|p| current.includes(p.labels().get(POD_TEMPLATE_HASH_LABEL).map(|h| h.as_str())))
+    {
         for prob in pod_problems(p) {
             let code = if prob.is_scheduling() { Code::PodUnschedulable } else { Code::PodWaiting };
             let fix = if prob.reason.contains("Image") {
