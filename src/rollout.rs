@@ -89,6 +89,13 @@ pub enum CurrentPods {
 }
 
 impl CurrentPods {
+    /// The Pods that speak for a Runner with this rollout. Without a
+    /// Deployment of the Runner's (none yet, or a foreign one) there is no
+    /// rollout to follow: every Pod of the Runner's does.
+    pub fn of(rollout: Option<&Rollout>) -> &CurrentPods {
+        rollout.map_or(&CurrentPods::All, |r| &r.current)
+    }
+
     /// True when a Pod with this [`POD_TEMPLATE_HASH_LABEL`] value speaks
     /// for the rollout.
     pub fn includes(&self, pod_template_hash: Option<&str>) -> bool {

@@ -90,10 +90,11 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
         }
     }
     // After the children: the Deployment's rollout says which Pods are current.
-    seen.pod_problem = seen.facts.rollout.as_ref().and_then(|r| {
-        let (ns, uid) = (runner.namespace().unwrap_or_default(), runner.uid().unwrap_or_default());
-        ctx.stores.pods.first(&ns, &uid, &r.current)
-    });
+    seen.pod_problem = ctx.stores.pods.first(
+        &runner.namespace().unwrap_or_default(),
+        &runner.uid().unwrap_or_default(),
+        crate::rollout::CurrentPods::of(seen.facts.rollout.as_ref()),
+    );
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let new_status = status::compute(runner, &seen, &now);
     if runner.status.as_ref() != Some(&new_status) {

@@ -81,14 +81,13 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         return vec![];
     }
     let mut out = vec![];
-    let mut current = CurrentPods::Unknown;
+    let mut rollout = None;
     if let Some(d) = rs.deployment().filter(|d| controlled_by(&d.metadata, rs)) {
         // The rules the manager's status reads, through the same rollout.
-        let rollout = crate::rollout::of(Some(&d), rs.runner.spec.replicas);
-        if let Some(refused) = &rollout.pods_refused {
+        let r = rollout.insert(crate::rollout::of(Some(&d), rs.runner.spec.replicas));
+        if let Some(refused) = &r.pods_refused {
             out.push(pods_refused(rs, &d.name_any(), refused));
         }
-        current = rollout.current;
         let conds = d.status.iter().flat_map(|s| s.conditions.iter().flatten());
         for c in conds {
             if c.type_.as_deref() == Some("Progressing")
@@ -114,11 +113,8 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
             }
         }
     }
-    for p in rs
-        .pods
-        .iter()
-        .filter(|p| current.includes(p.labels().get(POD_TEMPLATE_HASH_LABEL).map(|h| h.as_str())))
-    {
+    let current = CurrentPods::of(rollout.as_ref());
+    for p in rs.pods.iter().filter(|p| current.includes(template_hash(p))) {
         for prob in pod_problems(p) {
             let code = if prob.is_scheduling() { Code::PodUnschedulable } else { Code::PodWaiting };
             let fix = if prob.reason.contains("Image") {
@@ -135,6 +131,10 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         }
     }
     out
+}
+
+fn template_hash(p: &Pod) -> Option<&str> {
+    p.labels().get(POD_TEMPLATE_HASH_LABEL).map(String::as_str)
 }
 
 /// Admission refuses the Deployment's Pods: what refused them, and the
@@ -191,6 +191,29 @@ mod tests {
             if let Some(f) = f.first() {
                 assert!(f.message.contains(reason) && f.message.contains("web-1"), "{}", f.message);
             }
+        }
+    }
+
+    #[test]
+    fn only_pods_of_the_current_replica_set_are_reported_and_every_pod_without_a_deployment() {
+        let of_template = |hash: &str| {
+            let mut p = waiting("ImagePullBackOff");
+            p.labels_mut().insert(crate::rollout::POD_TEMPLATE_HASH_LABEL.into(), hash.into());
+            p
+        };
+        let cases = [
+            ("the current ReplicaSet's", fixtures::TEMPLATE_HASH, true, true),
+            ("a replaced ReplicaSet's", "old0hash", true, false),
+            ("no Deployment: any", "old0hash", false, true),
+        ];
+        for (case, hash, with_deployment, reported) in cases {
+            let mut s = fixtures::healthy();
+            if !with_deployment {
+                s.runners[0].children = Default::default();
+            }
+            s.runners[0].pods = vec![of_template(hash)];
+            let f = check(&s, &s.runners[0]);
+            assert_eq!(f.iter().any(|f| f.code == Code::PodWaiting), reported, "{case}: {f:?}");
         }
     }
 
