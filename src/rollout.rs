@@ -1,10 +1,18 @@
 //! Pure: how far a Deployment's rollout has come, judged as `kubectl rollout
-//! status` does. The manager's Runner status and `install --wait` (the
-//! manager's own Deployment) both read it.
+//! status` does, and which of its Pods speak for it ([`CurrentPods`]). The
+//! manager's Runner status, `diagnose` and `install --wait` (the manager's
+//! own Deployment) all read it.
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use std::borrow::Cow;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
+use serde::{Deserialize, Deserializer};
 
 use crate::pod_admission::{self, PodsRefused};
+
+mod current_pods;
+
+pub use current_pods::{CurrentPods, POD_TEMPLATE_HASH_LABEL};
 
 /// Pod waiting reasons that will not fix themselves: the Runner's phase is
 /// Failed, and `diagnose` reports them as errors. Others (ContainerCreating,
@@ -57,6 +65,8 @@ pub struct Rollout {
     pub deadline_exceeded: Option<String>,
     /// Admission refuses to create the Pods ([`crate::pod_admission`]).
     pub pods_refused: Option<PodsRefused>,
+    /// Whose Pod problems are the rollout's.
+    pub current: CurrentPods,
 }
 
 /// The rollout of `d` towards `desired` replicas (None: no Deployment yet).
@@ -69,19 +79,82 @@ pub fn of<D: RolloutSource>(d: Option<&D>, desired: i32) -> Rollout {
         st.available_replicas.unwrap_or(0),
         st.replicas.unwrap_or(0),
     );
-    let conditions = st.conditions.unwrap_or_default();
-    let pods_refused = pod_admission::refusal(&conditions);
-    let deadline_exceeded = conditions
-        .into_iter()
-        .find(|c| {
-            c.type_.as_deref() == Some("Progressing")
-                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-        })
-        .map(|c| c.message.unwrap_or_default());
+    let conditions = st.conditions.as_deref().unwrap_or_default();
+    let pods_refused = pod_admission::refusal(conditions);
+    let progressing = conditions.iter().find(|c| c.type_.as_deref() == Some("Progressing"));
+    let deadline_exceeded = progressing
+        .filter(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+        .map(|c| c.message.clone().unwrap_or_default());
+    let current = current_pods::judge(caught_up, &st, progressing);
     let complete = caught_up && updated == desired && available == desired && total == desired;
-    Rollout { ready, updated, available, total, caught_up, complete, deadline_exceeded, pods_refused }
+    Rollout {
+        ready,
+        updated,
+        available,
+        total,
+        caught_up,
+        complete,
+        deadline_exceeded,
+        pods_refused,
+        current,
+    }
 }
 
+/// Conditions [`of`] reads: Progressing (the current ReplicaSet,
+/// the deadline) and ReplicaFailure (Pods admission refuses).
+const ROLLOUT_CONDITIONS: &[&str] = &["Progressing", "ReplicaFailure"];
+
+/// A Deployment's status as [`of`] reads it, for the manager's cache: the
+/// counts and the [`ROLLOUT_CONDITIONS`] without their timestamps. The
+/// Available condition, the collision count and the unavailable and
+/// terminating counts are skipped unkept.
+pub fn decode_status<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DeploymentStatus>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Lean<'a> {
+        observed_generation: Option<i64>,
+        replicas: Option<i32>,
+        updated_replicas: Option<i32>,
+        ready_replicas: Option<i32>,
+        available_replicas: Option<i32>,
+        #[serde(borrow, default)]
+        conditions: Vec<Condition<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Condition<'a> {
+        #[serde(borrow, rename = "type")]
+        type_: Cow<'a, str>,
+        #[serde(borrow)]
+        status: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        reason: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        message: Option<Cow<'a, str>>,
+    }
+    let Some(l) = Option::<Lean>::deserialize(d)? else { return Ok(None) };
+    let mut conditions: Vec<DeploymentCondition> = l
+        .conditions
+        .into_iter()
+        .filter(|c| ROLLOUT_CONDITIONS.contains(&c.type_.as_ref()))
+        .map(|c| DeploymentCondition {
+            type_: Some(c.type_.into_owned()),
+            status: c.status.map(Cow::into_owned),
+            reason: c.reason.map(Cow::into_owned),
+            message: c.message.map(Cow::into_owned),
+            ..Default::default()
+        })
+        .collect();
+    conditions.shrink_to_fit();
+    Ok(Some(DeploymentStatus {
+        observed_generation: l.observed_generation,
+        replicas: l.replicas,
+        updated_replicas: l.updated_replicas,
+        ready_replicas: l.ready_replicas,
+        available_replicas: l.available_replicas,
+        conditions: (!conditions.is_empty()).then_some(conditions),
+        ..Default::default()
+    }))
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,17 +96,18 @@ impl ChildKind for Deployments {
     }
 }
 
-/// What the manager caches of a Deployment: our spec fields, and its
-/// status for the rollout.
+/// What the manager caches of a Deployment: our spec fields, and of its
+/// status what the rollout reads ([`rollout::decode_status`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DeploymentView {
     #[serde(deserialize_with = "super::lean_meta::decode")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: DeploymentSpecView,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "rollout::decode_status", skip_serializing_if = "Option::is_none")]
     pub status: Option<DeploymentStatus>,
 }
+
 crate::resource_as!(DeploymentView, Deployment);
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -216,6 +217,43 @@ mod tests {
         Deployments::facts(&d, &r, &mut facts);
         let rollout = facts.rollout.unwrap();
         assert!(rollout.caught_up && rollout.complete, "{rollout:?}");
+    }
+
+    #[test]
+    fn a_deployment_view_keeps_of_the_status_what_the_rollout_reads() {
+        let r = runner();
+        let mut live = live_deployment(&r);
+        let at = "2026-01-01T00:00:00Z";
+        (live["status"]["collisionCount"], live["status"]["updatedReplicas"]) = (json!(1), json!(1));
+        live["status"]["conditions"] = json!([
+            { "type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+              "message": "Deployment has minimum availability.", "lastUpdateTime": at, "lastTransitionTime": at },
+            { "type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+              "message": "ReplicaSet \"web-5d9c7b6f4\" is progressing.", "lastUpdateTime": at, "lastTransitionTime": at },
+            { "type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+              "message": "pods \"web-5d9c7b6f4-x\" is forbidden: exceeded quota: q", "lastTransitionTime": at },
+        ]);
+        let (d, full): (DeploymentView, Deployment) = (decode(live.clone()), decode(live));
+        let st = d.status.as_ref().unwrap();
+        let kept: Vec<_> =
+            st.conditions.iter().flatten().map(|c| c.type_.as_deref().unwrap_or_default()).collect();
+        assert_eq!(kept, ["Progressing", "ReplicaFailure"]);
+        assert!(
+            st.conditions
+                .iter()
+                .flatten()
+                .all(|c| c.last_update_time.is_none() && c.last_transition_time.is_none())
+        );
+        assert_eq!(st.collision_count, None);
+        let rollout = rollout::of(Some(&d), 2);
+        assert_eq!(
+            rollout,
+            rollout::of(Some(&full), 2),
+            "the view judges the rollout as the whole object does"
+        );
+        assert_eq!(rollout.current, rollout::CurrentPods::Template("5d9c7b6f4".into()));
+        assert!(rollout.pods_refused.is_some());
+        assert!(decode::<DeploymentView>(json!({ "metadata": {}, "status": null })).status.is_none());
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! The manager's only view of Pods: for each Runner (by UID), the Pods that
-//! are stuck and why. A healthy Pod takes no memory here, and a Pod event
-//! triggers a reconcile only when it changes the problem its Runner would
-//! report, so a thousand Pods becoming Ready cost a thousand small parses
-//! and no passes.
+//! are stuck, why, and their ReplicaSet's template hash. A healthy Pod takes
+//! no memory here, and a Pod event triggers a reconcile only when it changes
+//! a problem its Runner could report, so a thousand Pods becoming Ready
+//! cost a thousand small parses and no passes.
+//!
+//! Which stuck Pod the Runner reports depends on its Deployment
+//! ([`crate::rollout::CurrentPods`]): a pass asks with the rollout it just
+//! read, so a Pod of a ReplicaSet being replaced fails nothing.
 //!
 //! ```text
 //! watch Pods (UID label) ─► PodProblems::apply (pure PodView::problem) ─► changed? ─► ObjectRef<Runner>
@@ -17,17 +21,26 @@ use kube::runtime::watcher::Event;
 
 use super::pod_view::PodView as Pod;
 use crate::api::{RUNNER_UID_LABEL, Runner};
+use crate::rollout::CurrentPods;
 
 /// (reason, message) of one stuck Pod.
 pub type Problem = (String, String);
 
-/// A Runner's stuck Pods by name (sorted: the first is the one reported).
+/// One stuck Pod: its problem, and which template it runs.
+#[derive(Debug, Clone, PartialEq)]
+struct Stuck {
+    template_hash: Option<String>,
+    problem: Problem,
+}
+
+/// A Runner's stuck Pods by name (sorted: the first current one is the one
+/// reported).
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Entry {
     /// Where to send the trigger: the Runner's namespace and name.
     namespace: String,
     runner: String,
-    pods: BTreeMap<String, Problem>,
+    pods: BTreeMap<String, Stuck>,
 }
 
 #[derive(Debug, Default)]
@@ -43,10 +56,12 @@ struct State {
 pub struct PodProblems(Arc<Mutex<State>>);
 
 impl PodProblems {
-    /// The problem the Runner with this UID would report: its first stuck Pod's.
-    pub fn first(&self, namespace: &str, runner_uid: &str) -> Option<Problem> {
+    /// The problem the Runner with this UID reports: that of its first
+    /// stuck Pod among the `current` ones.
+    pub fn first(&self, namespace: &str, runner_uid: &str, current: &CurrentPods) -> Option<Problem> {
         let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        state.by_runner.get(&key(namespace, runner_uid))?.pods.values().next().cloned()
+        let pods = &state.by_runner.get(&key(namespace, runner_uid))?.pods;
+        pods.values().find(|s| current.includes(s.template_hash.as_deref())).map(|s| s.problem.clone())
     }
 
     /// Folds one watch event in; returns the Runners whose reported problem
@@ -89,23 +104,36 @@ fn key(namespace: &str, runner_uid: &str) -> String {
     format!("{namespace}/{runner_uid}")
 }
 
-/// Records (or clears) one Pod's problem; returns its Runner when the
-/// Runner's first problem changed.
+/// What a Runner could report, whichever Pods are current: the first stuck
+/// Pod of each template, in name order (so the first of all comes first).
+fn reportable(entry: Option<&Entry>) -> Vec<&Stuck> {
+    let mut out: Vec<&Stuck> = vec![];
+    for s in entry.iter().flat_map(|e| e.pods.values()) {
+        if !out.iter().any(|o| o.template_hash == s.template_hash) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Records (or clears) one Pod's problem; returns its Runner when a
+/// problem it could report changed.
 fn set(map: &mut HashMap<String, Entry>, pod: &Pod, problem: Option<Problem>) -> Vec<ObjectRef<Runner>> {
     let (Some(uid), Some(ns)) = (pod.labels().get(RUNNER_UID_LABEL), pod.namespace()) else {
         return vec![];
     };
     let uid = &key(&ns, uid);
     let Some(runner) = pod.labels().get(crate::ownership::INSTANCE_LABEL) else { return vec![] };
-    let before = map.get(uid).and_then(|e| e.pods.values().next().cloned());
+    let before: Vec<Stuck> = reportable(map.get(uid)).into_iter().cloned().collect();
     match problem {
-        Some(p) => {
+        Some(problem) => {
             let entry = map.entry(uid.clone()).or_insert_with(|| Entry {
                 namespace: ns.clone(),
                 runner: runner.clone(),
                 pods: BTreeMap::new(),
             });
-            entry.pods.insert(pod.name_any(), p);
+            let template_hash = pod.template_hash().map(String::from);
+            entry.pods.insert(pod.name_any(), Stuck { template_hash, problem });
         }
         None => {
             if let Some(entry) = map.get_mut(uid) {
@@ -116,17 +144,15 @@ fn set(map: &mut HashMap<String, Entry>, pod: &Pod, problem: Option<Problem>) ->
             }
         }
     }
-    let after = map.get(uid).and_then(|e| e.pods.values().next().cloned());
-    if before == after { vec![] } else { vec![ObjectRef::new(runner).within(&ns)] }
+    let after = reportable(map.get(uid));
+    if after.into_iter().eq(before.iter()) { vec![] } else { vec![ObjectRef::new(runner).within(&ns)] }
 }
 
-/// Runners whose first problem differs between two snapshots.
+/// Runners with a problem they could report that differs between two snapshots.
 fn changed_between(old: &HashMap<String, Entry>, new: &HashMap<String, Entry>) -> Vec<ObjectRef<Runner>> {
-    let first =
-        |m: &HashMap<String, Entry>, uid: &str| m.get(uid).and_then(|e| e.pods.values().next().cloned());
     old.iter()
         .chain(new.iter())
-        .filter(|(uid, _)| first(old, uid) != first(new, uid))
+        .filter(|(uid, _)| reportable(old.get(*uid)) != reportable(new.get(*uid)))
         .map(|(_, e)| ObjectRef::new(&e.runner).within(&e.namespace))
         .collect::<std::collections::HashSet<_>>()
         .into_iter()
@@ -138,14 +164,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const ALL: &CurrentPods = &CurrentPods::All;
+
     fn pod(name: &str, uid: &str, waiting: Option<&str>) -> Pod {
+        of_template(name, uid, "h1", waiting)
+    }
+
+    fn of_template(name: &str, uid: &str, hash: &str, waiting: Option<&str>) -> Pod {
         let state = match waiting {
             Some(r) => json!({ "waiting": { "reason": r, "message": "m" } }),
             None => json!({ "running": {} }),
         };
         serde_json::from_value(json!({
             "metadata": { "name": name, "namespace": "team",
-                          "labels": { RUNNER_UID_LABEL: uid, crate::ownership::INSTANCE_LABEL: format!("r-{uid}") } },
+                          "labels": { RUNNER_UID_LABEL: uid, crate::ownership::INSTANCE_LABEL: format!("r-{uid}"),
+                                      crate::rollout::POD_TEMPLATE_HASH_LABEL: hash } },
             "status": { "containerStatuses": [{ "name": "runner", "image": "x", "imageID": "", "ready": false,
                                                 "restartCount": 0, "state": state }] },
         }))
@@ -157,7 +190,7 @@ mod tests {
         let p = PodProblems::default();
         let hit = p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff"))));
         assert_eq!(hit, vec![ObjectRef::new("r-u1").within("team")]);
-        assert_eq!(p.first("team", "u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
+        assert_eq!(p.first("team", "u1", ALL).map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
         // The same problem again: no pass.
         assert!(p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff")))).is_empty());
     }
@@ -175,7 +208,7 @@ mod tests {
         let p = PodProblems::default();
         p.apply(Event::Apply(pod("web-a", "u1", Some("CrashLoopBackOff"))));
         assert_eq!(p.apply(Event::Apply(pod("web-a", "u1", None))).len(), 1);
-        assert_eq!(p.first("team", "u1"), None);
+        assert_eq!(p.first("team", "u1", ALL), None);
         p.apply(Event::Apply(pod("web-b", "u1", Some("ErrImagePull"))));
         assert_eq!(p.apply(Event::Delete(pod("web-b", "u1", None))).len(), 1);
         assert!(p.0.lock().unwrap().by_runner.is_empty());
@@ -186,7 +219,7 @@ mod tests {
         let p = PodProblems::default();
         p.apply(Event::Apply(pod("web-b", "u1", Some("CrashLoopBackOff"))));
         assert_eq!(p.apply(Event::Apply(pod("web-a", "u1", Some("ImagePullBackOff")))).len(), 1);
-        assert_eq!(p.first("team", "u1").map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
+        assert_eq!(p.first("team", "u1", ALL).map(|x| x.0).as_deref(), Some("ImagePullBackOff"));
     }
 
     #[test]
@@ -201,8 +234,8 @@ mod tests {
         let mut hit: Vec<String> = p.apply(Event::InitDone).into_iter().map(|r| r.name).collect();
         hit.sort();
         assert_eq!(hit, ["r-u1", "r-u2"]);
-        assert_eq!(p.first("team", "u1"), None);
-        assert!(p.first("team", "u2").is_some() && p.first("team", "u3").is_some());
+        assert_eq!(p.first("team", "u1", ALL), None);
+        assert!(p.first("team", "u2", ALL).is_some() && p.first("team", "u3", ALL).is_some());
     }
 
     #[test]
@@ -216,6 +249,34 @@ mod tests {
         let hit: Vec<String> =
             p.apply_in(Some("team"), Event::InitDone).into_iter().map(|r| r.name).collect();
         assert_eq!(hit, ["r-u1"], "team's Pod went away during the relist");
-        assert!(p.first("elsewhere", "u9").is_some(), "the other namespace's problem is kept");
+        assert!(p.first("elsewhere", "u9", ALL).is_some(), "the other namespace's problem is kept");
+    }
+
+    #[test]
+    fn a_stuck_pod_of_a_replica_set_being_replaced_is_not_reported() {
+        let p = PodProblems::default();
+        p.apply(Event::Apply(of_template("web-old", "u1", "h0", Some("ImagePullBackOff"))));
+        p.apply(Event::Apply(of_template("web-new", "u1", "h1", None)));
+        let reported = |current: CurrentPods| p.first("team", "u1", &current).map(|x| x.0);
+        assert_eq!(reported(CurrentPods::Template("h1".into())), None, "the new template's Pods are fine");
+        assert_eq!(reported(CurrentPods::Unknown), None, "rolling out: no Pod speaks");
+        assert_eq!(reported(CurrentPods::Template("h0".into())).as_deref(), Some("ImagePullBackOff"));
+        assert_eq!(reported(CurrentPods::All).as_deref(), Some("ImagePullBackOff"));
+    }
+
+    #[test]
+    fn a_stuck_pod_of_another_template_triggers_even_behind_an_earlier_stuck_pod() {
+        let p = PodProblems::default();
+        p.apply(Event::Apply(of_template("web-a", "u1", "h0", Some("ImagePullBackOff"))));
+        let hit = p.apply(Event::Apply(of_template("web-b", "u1", "h1", Some("CrashLoopBackOff"))));
+        assert_eq!(hit.len(), 1, "web-b is the first stuck Pod of its template");
+        assert_eq!(
+            p.first("team", "u1", &CurrentPods::Template("h1".into())).map(|x| x.0).as_deref(),
+            Some("CrashLoopBackOff")
+        );
+        // A second stuck Pod of a template, after the first by name: nothing new to report.
+        assert!(p.apply(Event::Apply(of_template("web-c", "u1", "h1", Some("ErrImagePull")))).is_empty());
+        // Its first one recovers: the second becomes what the template reports.
+        assert_eq!(p.apply(Event::Apply(of_template("web-b", "u1", "h1", None))).len(), 1);
     }
 }

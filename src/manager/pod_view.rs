@@ -9,8 +9,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::Deserialize;
 
-/// A Pod as the manager sees it: name, namespace, labels and the waiting
-/// reasons and scheduling condition of its status.
+/// A Pod as the manager sees it: name, namespace, labels (among them its
+/// ReplicaSet's template hash) and the waiting reasons and scheduling
+/// condition of its status.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct PodView {
     #[serde(deserialize_with = "crate::kinds::lean_meta::decode")]
@@ -79,6 +80,11 @@ impl Resource for PodView {
 }
 
 impl PodView {
+    /// Its ReplicaSet's template hash ([`crate::rollout::POD_TEMPLATE_HASH_LABEL`]).
+    pub fn template_hash(&self) -> Option<&str> {
+        self.metadata.labels.as_ref()?.get(crate::rollout::POD_TEMPLATE_HASH_LABEL).map(String::as_str)
+    }
+
     /// Why this Pod is stuck, if it is: a container's waiting reason, or
     /// Unschedulable. ContainerCreating and PodInitializing are normal progress.
     pub fn problem(&self) -> Option<(String, String)> {
@@ -107,7 +113,7 @@ mod tests {
     fn pod(status: serde_json::Value) -> PodView {
         serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": { "name": "web-a", "namespace": "team", "labels": { "app": "x" },
+            "metadata": { "name": "web-a", "namespace": "team", "labels": { "app": "x", "pod-template-hash": "5d9c7b6f4" },
                           "annotations": { "big": "x" },
                           "managedFields": [{ "manager": "kubelet", "fieldsV1": { "f:status": {} } }] },
             "spec": { "containers": [{ "name": "runner", "image": "nginx" }], "volumes": [{ "name": "v" }] },
@@ -120,6 +126,7 @@ mod tests {
     fn a_full_pod_decodes_to_its_identity_and_nothing_else_of_the_metadata() {
         let p = pod(json!({}));
         assert_eq!(p.metadata.name.as_deref(), Some("web-a"));
+        assert_eq!(p.template_hash(), Some("5d9c7b6f4"));
         assert_eq!(p.metadata.labels.as_ref().unwrap()["app"], "x");
         assert!(p.metadata.managed_fields.is_none() && p.metadata.annotations.is_none());
     }

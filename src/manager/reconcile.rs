@@ -89,13 +89,7 @@ async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
 
 /// Each child kind brought to the spec, then the status.
 async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
-    let mut seen = Observed {
-        pod_problem: ctx
-            .stores
-            .pods
-            .first(&runner.namespace().unwrap_or_default(), &runner.uid().unwrap_or_default()),
-        ..Default::default()
-    };
+    let mut seen = Observed::default();
     for child in ctx.stores.children.iter() {
         match child.reconcile(&ctx.writes, runner, false, &mut seen.facts).await? {
             Outcome::Refused(r) => seen.refused.push(r),
@@ -107,6 +101,12 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
             Outcome::Ours | Outcome::Gone | Outcome::Pending => {}
         }
     }
+    // After the children: the Deployment's rollout says which Pods are current.
+    seen.pod_problem = ctx.stores.pods.first(
+        &runner.namespace().unwrap_or_default(),
+        &runner.uid().unwrap_or_default(),
+        crate::rollout::CurrentPods::of(seen.facts.rollout.as_ref()),
+    );
     let new_status = status::compute(runner, &seen, &Time(k8s_openapi::jiff::Timestamp::now()));
     let due = write_status(ctx, api, runner, new_status).await?;
     if let Some(message) = seen.rejected.first() {

@@ -23,7 +23,8 @@ pub struct Observed {
     /// Ingress of ours routes the host.
     pub facts: Facts,
     /// The first stuck Pod's (reason, message), from the Pod view
-    /// ([`super::pod_problems`]).
+    /// ([`super::pod_problems`]); only Pods of the Deployment's current
+    /// ReplicaSet count ([`crate::rollout::CurrentPods`]).
     pub pod_problem: Option<(String, String)>,
     /// Children whose name is taken by an object this Runner does not
     /// control.

@@ -146,3 +146,60 @@ fn the_manager_and_diagnose_agree_on_pods_admission_refuses() {
         assert_eq!((manager_refused, diagnose_refused), (want, want), "{condition}");
     }
 }
+
+#[test]
+fn the_manager_and_diagnose_agree_that_only_the_current_replica_sets_pods_speak() {
+    use crate::manager::pod_problems::PodProblems;
+    use kube::runtime::watcher::Event;
+    let named = |hash: &str| format!("ReplicaSet \"web-{hash}\" is progressing.");
+    // (case, the stuck Pod's template hash, generation seen, Progressing message, fails)
+    let cases = [
+        ("a Pod of the current ReplicaSet", fixtures::TEMPLATE_HASH, 1, named(fixtures::TEMPLATE_HASH), true),
+        ("a Pod of the ReplicaSet being replaced", "old0hash", 1, named(fixtures::TEMPLATE_HASH), false),
+        (
+            "the controller has not caught up",
+            fixtures::TEMPLATE_HASH,
+            0,
+            named(fixtures::TEMPLATE_HASH),
+            false,
+        ),
+    ];
+    for (case, hash, observed, message, fails) in cases {
+        let mut rs = fixtures::runner_state();
+        fixtures::edit_child(&mut rs, |d: &mut k8s_openapi::api::apps::v1::Deployment| {
+            let st = d.status.get_or_insert_default();
+            (
+                st.observed_generation,
+                st.replicas,
+                st.updated_replicas,
+                st.ready_replicas,
+                st.available_replicas,
+            ) = (Some(observed), Some(2), Some(1), Some(1), Some(1));
+            st.conditions = Some(vec![fixtures::from(json!({ "type": "Progressing", "status": "True",
+                "reason": "ReplicaSetUpdated", "message": message }))]);
+        });
+        let mut pod = fixtures::pod(
+            "web-stuck",
+            json!({ "phase": "Pending", "containerStatuses": [{ "name": "app", "ready": false, "restartCount": 0,
+                "image": "x", "imageID": "", "state": { "waiting": { "reason": "ImagePullBackOff", "message": "m" } } }] }),
+        );
+        let labels = pod.metadata.labels.get_or_insert_default();
+        labels.insert(crate::rollout::POD_TEMPLATE_HASH_LABEL.into(), hash.into());
+        labels.insert(crate::ownership::INSTANCE_LABEL.into(), fixtures::NAME.into());
+        // The manager: its Pod view, asked with the rollout its Deployment view gives.
+        let problems = PodProblems::default();
+        problems.apply(Event::Apply(serde_json::from_value(serde_json::to_value(&pod).unwrap()).unwrap()));
+        let view: DeploymentView = view::of(&rs.deployment().unwrap()).unwrap();
+        let facts = facts(&view, &rs);
+        let current = &facts.rollout.as_ref().unwrap().current;
+        let seen = Observed {
+            pod_problem: problems.first(fixtures::NS, fixtures::UID, current),
+            facts,
+            ..Default::default()
+        };
+        let manager_fails = status::compute(&rs.runner, &seen, &now()).phase == crate::api::Phase::Failed;
+        rs.pods = vec![pod];
+        let diagnose_fails = diagnose_errors(rs, "ImagePullBackOff") > 0;
+        assert_eq!((manager_fails, diagnose_fails), (fails, fails), "{case}");
+    }
+}

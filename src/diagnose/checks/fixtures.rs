@@ -11,6 +11,8 @@ use crate::rbac::{PERMISSIONS, Scope as PermScope};
 pub const NS: &str = "app";
 pub const NAME: &str = "web";
 pub const UID: &str = "uid-1";
+/// The template hash of the Deployment's current ReplicaSet, and of its Pods.
+pub const TEMPLATE_HASH: &str = "5d9c7b6f4";
 
 /// The fixed "now" of every fixture.
 pub fn now() -> Timestamp {
@@ -48,12 +50,14 @@ pub fn runner() -> Runner {
 
 pub fn deployment() -> k8s_openapi::api::apps::v1::Deployment {
     from(json!({
-        "metadata": { "name": NAME, "namespace": NS, "uid": "d-1", "resourceVersion": "11",
+        "metadata": { "name": NAME, "namespace": NS, "uid": "d-1", "resourceVersion": "11", "generation": 1,
                       "labels": { crate::api::RUNNER_UID_LABEL: UID }, "ownerReferences": owner(UID) },
         "spec": { "selector": { "matchLabels": { crate::api::RUNNER_UID_LABEL: UID } },
                   "template": { "spec": { "containers": [{ "name": "app", "image": "nginx:1.27" }] } } },
-        "status": { "readyReplicas": 1, "replicas": 1, "conditions": [
-            { "type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable" },
+        "status": { "observedGeneration": 1, "readyReplicas": 1, "replicas": 1, "updatedReplicas": 1,
+                    "availableReplicas": 1, "conditions": [
+            { "type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+              "message": format!("ReplicaSet \"{NAME}-{TEMPLATE_HASH}\" has successfully progressed.") },
             { "type": "Available", "status": "True", "reason": "MinimumReplicasAvailable" } ] }
     }))
 }
@@ -100,7 +104,8 @@ where
 
 pub fn pod(name: &str, status: Value) -> k8s_openapi::api::core::v1::Pod {
     from(json!({
-        "metadata": { "name": name, "namespace": NS, "labels": { crate::api::RUNNER_UID_LABEL: UID } },
+        "metadata": { "name": name, "namespace": NS, "labels": { crate::api::RUNNER_UID_LABEL: UID,
+                                                                 crate::rollout::POD_TEMPLATE_HASH_LABEL: TEMPLATE_HASH } },
         "spec": { "containers": [{ "name": "app", "image": "nginx:1.27" }] },
         "status": status
     }))

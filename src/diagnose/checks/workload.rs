@@ -1,6 +1,9 @@
 //! The workload: the Runner's Deployment gave up progressing, or its
 //! Pods cannot pull, start or be scheduled. The Pod's own reason and message
 //! are the evidence; they usually name the fix (a typo in the image, a quota).
+//! Only Pods of the Deployment's current ReplicaSet count, by the rule the
+//! manager's status reads ([`crate::rollout::CurrentPods`]): a stuck Pod of
+//! the ReplicaSet a rollout is replacing is on its way out.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -9,6 +12,7 @@ use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
 use super::{controlled_by, ns_flag, runner_ref};
 use crate::pod_admission::{PodsRefused, RefusedBy};
+use crate::rollout::{CurrentPods, POD_TEMPLATE_HASH_LABEL};
 
 /// Why one Pod is not running.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,10 +81,12 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         return vec![];
     }
     let mut out = vec![];
+    let mut rollout = None;
     if let Some(d) = rs.deployment().filter(|d| controlled_by(&d.metadata, rs)) {
-        // The rule the manager's status reads, through the same rollout.
-        if let Some(refused) = crate::rollout::of(Some(&d), rs.runner.spec.replicas).pods_refused {
-            out.push(pods_refused(rs, &d.name_any(), &refused));
+        // The rules the manager's status reads, through the same rollout.
+        let r = rollout.insert(crate::rollout::of(Some(&d), rs.runner.spec.replicas));
+        if let Some(refused) = &r.pods_refused {
+            out.push(pods_refused(rs, &d.name_any(), refused));
         }
         let conds = d.status.iter().flat_map(|s| s.conditions.iter().flatten());
         for c in conds {
@@ -107,7 +113,8 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
             }
         }
     }
-    for p in &rs.pods {
+    let current = CurrentPods::of(rollout.as_ref());
+    for p in rs.pods.iter().filter(|p| current.includes(template_hash(p))) {
         for prob in pod_problems(p) {
             let code = if prob.is_scheduling() { Code::PodUnschedulable } else { Code::PodWaiting };
             let fix = if prob.reason.contains("Image") {
@@ -124,6 +131,10 @@ pub fn check(_s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
         }
     }
     out
+}
+
+fn template_hash(p: &Pod) -> Option<&str> {
+    p.labels().get(POD_TEMPLATE_HASH_LABEL).map(String::as_str)
 }
 
 /// Admission refuses the Deployment's Pods: what refused them, and the
@@ -180,6 +191,29 @@ mod tests {
             if let Some(f) = f.first() {
                 assert!(f.message.contains(reason) && f.message.contains("web-1"), "{}", f.message);
             }
+        }
+    }
+
+    #[test]
+    fn only_pods_of_the_current_replica_set_are_reported_and_every_pod_without_a_deployment() {
+        let of_template = |hash: &str| {
+            let mut p = waiting("ImagePullBackOff");
+            p.labels_mut().insert(crate::rollout::POD_TEMPLATE_HASH_LABEL.into(), hash.into());
+            p
+        };
+        let cases = [
+            ("the current ReplicaSet's", fixtures::TEMPLATE_HASH, true, true),
+            ("a replaced ReplicaSet's", "old0hash", true, false),
+            ("no Deployment: any", "old0hash", false, true),
+        ];
+        for (case, hash, with_deployment, reported) in cases {
+            let mut s = fixtures::healthy();
+            if !with_deployment {
+                s.runners[0].children = Default::default();
+            }
+            s.runners[0].pods = vec![of_template(hash)];
+            let f = check(&s, &s.runners[0]);
+            assert_eq!(f.iter().any(|f| f.code == Code::PodWaiting), reported, "{case}: {f:?}");
         }
     }
 
