@@ -169,5 +169,12 @@ async fn a_reverted_field_is_announced_naming_the_field_and_the_other_manager_on
     assert_eq!(events.len(), 1, "one Event, its series counting the reverts: {events:?}");
     assert_eq!(events[0].note.as_deref(), Some(want));
     assert_eq!(events[0].regarding.as_ref().and_then(|r| r.kind.as_deref()), Some("Runner"));
+    // Plain diagnose reads the fight from the Event: no watching needed.
+    let out = support::cli(&["diagnose", "web", "-n", &ns.name, "-o", "json"]).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("diagnose -o json");
+    let fight = report["findings"].as_array().into_iter().flatten().find(|f| f["code"] == "write-fight");
+    let fight = fight.unwrap_or_else(|| panic!("a write-fight finding: {report}"));
+    assert!(fight["message"].as_str().is_some_and(|m| m.contains("changed by kubectl")), "{fight}");
+    assert_eq!(out.status.code(), Some(3), "an error");
     mgr.stop_after_cleanup(&ns).await;
 }

@@ -15,29 +15,7 @@ use kube::api::Api;
 use crate::api::Runner;
 use crate::kinds::drift::readable;
 use crate::kinds::{Object, managed_fields};
-
-/// A field of ours that someone else changed and this pass put back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Revert {
-    pub kind: &'static str,
-    pub name: String,
-    /// `spec.replicas`, ...
-    pub field: String,
-    /// The field manager whose entry held the value we found; None when
-    /// no entry held it (the field was removed).
-    pub by: Option<String>,
-}
-
-impl Revert {
-    /// The Event's note.
-    pub fn note(&self) -> String {
-        let by = match &self.by {
-            Some(m) => format!("changed by {m}"),
-            None => "removed by a writer that holds no entry for it".into(),
-        };
-        format!("Reverted {} on {} {}: {by}", self.field, self.kind, self.name)
-    }
-}
+pub use crate::reverted::Revert;
 
 /// Pure: is drift found on an existing child a revert of someone else's
 /// change? Only when the Runner's status has observed its current spec:
@@ -53,24 +31,13 @@ pub async fn attribute<K: Object>(api: &Api<K>, kind: &'static str, name: &str, 
         Ok(obj) => managed_fields::owner_of(obj.meta().managed_fields.as_deref().unwrap_or_default(), fields),
         Err(_) => None,
     };
-    Revert { kind, name: name.to_string(), field: readable(fields), by }
+    Revert { kind: kind.into(), name: name.to_string(), field: readable(fields), by }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::RunnerSpec;
-
-    #[test]
-    fn a_revert_names_the_field_the_child_and_the_other_manager() {
-        let r = Revert {
-            kind: "Deployment",
-            name: "web".into(),
-            field: "spec.replicas".into(),
-            by: Some("kubectl".into()),
-        };
-        assert_eq!(r.note(), "Reverted spec.replicas on Deployment web: changed by kubectl");
-    }
 
     #[test]
     fn drift_is_a_revert_only_once_the_status_has_observed_the_spec() {

@@ -7,13 +7,14 @@
 //!   condition);
 //! - other changes (counts, message) are coalesced: at most one write per
 //!   Runner per [`COALESCE`];
-//! - a *transitional* status for a generation first seen less than
+//! - a *transitional* status for a new generation first seen less than
 //!   [`HOLD`] ago (Pending or Progressing: the rollout this pass started)
-//!   waits until then: most rollouts end within it, and one write then says
-//!   how it ended. Meanwhile the status written before still has the old
-//!   observedGeneration, which kstatus, `kubectl wait` and `--wait` read as
-//!   "not yet": nothing reads Ready for the new generation before its
-//!   rollout is complete.
+//!   waits until then (a Runner's first status does not: until it is
+//!   written `get` shows nothing): most rollouts end within it, and one
+//!   write then says how it ended. Meanwhile the status written before
+//!   still has the old observedGeneration, which kstatus, `kubectl wait`
+//!   and `--wait` read as "not yet": nothing reads Ready for the new
+//!   generation before its rollout is complete.
 //!
 //! A write deferred is a pass requeued for when it is due.
 
@@ -69,7 +70,8 @@ pub fn when(old: Option<&RunnerStatus>, new: &RunnerStatus, clock: &Clock, now: 
     }
     let since = |t: Instant| now.saturating_duration_since(t);
     let transitional = matches!(new.phase, Phase::Pending | Phase::Progressing);
-    let new_generation = old.is_none_or(|o| o.observed_generation != new.observed_generation);
+    // A Runner's first status goes out at once: until then `get` shows nothing.
+    let new_generation = old.is_some_and(|o| o.observed_generation != new.observed_generation);
     let held = clock.generation.filter(|(g, first)| *g == new.observed_generation && since(*first) < HOLD);
     if let Some((_, first)) = held.filter(|_| transitional && new_generation) {
         return When::After(HOLD - since(first));
@@ -153,7 +155,7 @@ mod tests {
                 1_000,
                 When::Now,
             ),
-            ("a first status, just created", None, rolling(1, 0), seen(1, 0), 0, When::After(HOLD)),
+            ("a first status, just created", None, rolling(1, 0), seen(1, 0), 0, When::Now),
             ("a first status that is a verdict", None, avail(1, 1), seen(1, 0), 0, When::Now),
             (
                 "counts within a rollout, soon after a write",

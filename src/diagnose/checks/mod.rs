@@ -25,6 +25,7 @@ pub mod install;
 pub mod manager;
 pub mod observed;
 pub mod permissions;
+pub mod reverted;
 pub mod status;
 pub mod workload;
 
@@ -45,6 +46,7 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
             out.extend(workload::check(s, rs));
             out.extend(status::check(s, rs));
             out.extend(observed::check(rs));
+            out.extend(reverted::check(s, rs));
         }
     }
     out.extend(s.gaps.iter().map(|g| {

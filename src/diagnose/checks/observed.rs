@@ -61,9 +61,24 @@ fn fight(rs: &RunnerState, o: &Observed, f: &Fight) -> Finding {
 }
 
 fn fight_fix(rs: &RunnerState, f: &Fight, fields: &str, other: Option<&Side>) -> String {
+    let sides = [name(&f.sides[0]), name(&f.sides[1])];
+    fix_for(rs, &f.object.kind, &f.fields, fields, other.map(name).as_deref(), &sides)
+}
+
+/// What to do about a fight over `fields` (shown as `shown`) of the
+/// Runner's `kind` child between `sides`; `other` is the side that is not
+/// the Runner's manager, when one side is.
+pub(super) fn fix_for(
+    rs: &RunnerState,
+    kind: &str,
+    fields: &[String],
+    shown: &str,
+    other: Option<&str>,
+    sides: &[String; 2],
+) -> String {
     let runner = rs.runner.name_any();
     match other {
-        Some(_) if f.object.kind == "Deployment" && f.fields == ["spec.replicas"] => format!(
+        Some(_) if kind == "Deployment" && fields == ["spec.replicas"] => format!(
             "point the autoscaler or the script at the Runner's scale subresource, not its Deployment: \
              kubectl scale runner/{runner} --replicas=N {ns} (a HorizontalPodAutoscaler: scaleTargetRef \
              apiVersion {api}, kind Runner, name {runner})",
@@ -71,14 +86,11 @@ fn fight_fix(rs: &RunnerState, f: &Fight, fields: &str, other: Option<&Side>) ->
             api = format_args!("{}/{}", crate::api::GROUP, crate::api::VERSION),
         ),
         Some(other) => format!(
-            "stop {} from writing {fields}, and change the Runner's spec instead: the manager passes it on",
-            name(other)
+            "stop {other} from writing {shown}, and change the Runner's spec instead: the manager passes it on"
         ),
-        None => format!(
-            "stop {} or {} from writing {fields}, or leave the field to the other",
-            name(&f.sides[0]),
-            name(&f.sides[1])
-        ),
+        None => {
+            format!("stop {} or {} from writing {shown}, or leave the field to the other", sides[0], sides[1])
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use k8s_openapi::jiff::Timestamp;
 
@@ -164,18 +165,33 @@ fn changed_fields(before: &crate::api::Runner, after: &crate::api::Runner) -> Ve
     out
 }
 
-/// Warning Events about the Runner within `--since`, one per reason (latest).
+/// When an Event last happened.
+pub(super) fn event_time(e: &Event) -> Option<Timestamp> {
+    let series = e.series.as_ref().and_then(|x| x.last_observed_time.as_ref()).map(|t| t.0);
+    series.or(e.last_timestamp.as_ref().map(|t| t.0)).or(e.event_time.as_ref().map(|t| t.0)).or(e
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0))
+}
+
+/// How many times an Event happened: its series' count (the whole series,
+/// as the events API keeps it), else its count, else once.
+pub(super) fn event_count(e: &Event) -> i32 {
+    e.series.as_ref().and_then(|x| x.count).or(e.count).unwrap_or(1).max(1)
+}
+
+/// Warning Events about the Runner within `--since`, one per reason
+/// (latest). `Reverted` Events are read as fights elsewhere.
 fn warning_events(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
     let mut latest: BTreeMap<String, (Timestamp, String, i32)> = BTreeMap::new();
     for e in rs.events.iter().filter(|e| e.type_.as_deref() == Some("Warning")) {
-        let t = e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0)).or(e
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0));
-        let Some(t) = t.filter(|t| age(s.now, *t) <= s.thresholds.since) else { continue };
+        let Some(t) = event_time(e).filter(|t| age(s.now, *t) <= s.thresholds.since) else { continue };
         let reason = e.reason.clone().unwrap_or_default();
-        let count = e.count.unwrap_or(1) + e.series.as_ref().map(|x| x.count.unwrap_or(0)).unwrap_or(0);
+        if reason == condition::REASON_REVERTED {
+            continue;
+        }
+        let count = event_count(e);
         if latest.get(&reason).is_none_or(|(lt, _, _)| t > *lt) {
             latest.insert(reason, (t, e.message.clone().unwrap_or_default(), count));
         }
