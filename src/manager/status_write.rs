@@ -1,31 +1,30 @@
 //! Pure: when a computed status is written. A rollout changes the counts
 //! and the message at every step; written each time, they cost about 1.4
-//! status writes per spec change, where what a reader acts on is the
+//! status writes per spec change, and on a loaded control plane, where a
+//! rollout takes tens of seconds, many more. What a reader acts on is the
 //! verdict. So:
 //! - a *milestone* is written at once: a new observedGeneration, phase, or
 //!   a condition's status or reason (ownership is the ChildrenOwned
-//!   condition);
-//! - other changes (counts, message) are coalesced: at most one write per
-//!   Runner per [`COALESCE`];
-//! - a *transitional* status for a new generation first seen less than
-//!   [`HOLD`] ago (Pending or Progressing: the rollout this pass started)
-//!   waits until then (a Runner's first status does not: until it is
-//!   written `get` shows nothing): most rollouts end within it, and one
-//!   write then says how it ended. Meanwhile the status written before
-//!   still has the old observedGeneration, which kstatus, `kubectl wait`
-//!   and `--wait` read as "not yet": nothing reads Ready for the new
-//!   generation before its rollout is complete.
+//!   condition). A new generation's first status ("Progressing") goes out
+//!   without waiting for the rollout: kstatus, `kubectl wait` and `--wait`
+//!   read `observedGeneration < generation` as "not seen yet", and a
+//!   manager that sat on it would look slower than it is;
+//! - other changes (counts, message) are spaced: at least [`COALESCE`]
+//!   after the last write, and at least as long as the generation had been
+//!   rolling out at that write (so 3 s, 6 s, 12 s, ... into a long
+//!   rollout), at most [`SPACING_MAX`]: a rollout of a minute costs about
+//!   five progress writes, not twenty.
 //!
 //! A write deferred is a pass requeued for when it is due.
 
 use std::time::{Duration, Instant};
 
-use crate::api::{Phase, RunnerStatus};
+use crate::api::RunnerStatus;
 
-/// At most one write of counts and message per Runner this often.
+/// At least this long between two writes of counts and message.
 pub const COALESCE: Duration = Duration::from_secs(3);
-/// How long a new generation's transitional status waits for a verdict.
-pub const HOLD: Duration = Duration::from_secs(1);
+/// At most this long between two writes of counts and message.
+pub const SPACING_MAX: Duration = Duration::from_secs(30);
 
 /// What the manager remembers of one Runner's status writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -47,8 +46,16 @@ impl Clock {
 
     /// True when nothing it holds still matters at `now` (it can go).
     pub fn expired(&self, now: Instant) -> bool {
-        let old = |t: Instant, d: Duration| now.saturating_duration_since(t) >= d;
-        self.written.is_none_or(|t| old(t, COALESCE)) && self.generation.is_none_or(|(_, t)| old(t, HOLD))
+        self.written.is_none_or(|t| now.saturating_duration_since(t) >= SPACING_MAX)
+    }
+
+    /// How long after the last write progress may be written again.
+    fn spacing(&self) -> Duration {
+        let rolling = match (self.written, self.generation) {
+            (Some(w), Some((_, first))) => w.saturating_duration_since(first),
+            _ => Duration::ZERO,
+        };
+        rolling.clamp(COALESCE, SPACING_MAX)
     }
 }
 
@@ -68,19 +75,11 @@ pub fn when(old: Option<&RunnerStatus>, new: &RunnerStatus, clock: &Clock, now: 
     if old == Some(new) {
         return When::Never;
     }
-    let since = |t: Instant| now.saturating_duration_since(t);
-    let transitional = matches!(new.phase, Phase::Pending | Phase::Progressing);
-    // A Runner's first status goes out at once: until then `get` shows nothing.
-    let new_generation = old.is_some_and(|o| o.observed_generation != new.observed_generation);
-    let held = clock.generation.filter(|(g, first)| *g == new.observed_generation && since(*first) < HOLD);
-    if let Some((_, first)) = held.filter(|_| transitional && new_generation) {
-        return When::After(HOLD - since(first));
-    }
     if old.is_none_or(|o| milestone(o, new)) {
         return When::Now;
     }
-    match clock.written.map(since) {
-        Some(ago) if ago < COALESCE => When::After(COALESCE - ago),
+    match clock.written.map(|t| now.saturating_duration_since(t)) {
+        Some(ago) if ago < clock.spacing() => When::After(clock.spacing() - ago),
         _ => When::Now,
     }
 }
@@ -103,7 +102,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     use super::*;
-    use crate::api::condition;
+    use crate::api::{Phase, condition};
 
     fn status(generation: i64, phase: Phase, ready: i32, reason: &str) -> RunnerStatus {
         RunnerStatus {
@@ -124,60 +123,85 @@ mod tests {
     }
 
     #[test]
-    fn each_change_is_written_at_once_coalesced_held_or_not_at_all() {
+    fn each_change_is_written_at_once_spaced_or_not_at_all() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let seen = |generation: i64, ms: u64| Clock {
-            written: Some(t0),
-            generation: Some((Some(generation), at(ms))),
+        // Generation `g` first seen at `seen_ms`, last written at `written_ms`.
+        let clock = |g: i64, seen_ms: u64, written_ms: u64| Clock {
+            written: Some(at(written_ms)),
+            generation: Some((Some(g), at(seen_ms))),
         };
         let avail = |g, n| status(g, Phase::Available, n, "Available");
         let rolling = |g, n| status(g, Phase::Progressing, n, "RollingOut");
         let failed = |g| status(g, Phase::Failed, 0, "ImagePullBackOff");
+        let after = |ms| When::After(Duration::from_millis(ms));
         type Row = (&'static str, Option<RunnerStatus>, RunnerStatus, Clock, u64, When);
         let rows: Vec<Row> = vec![
-            ("unchanged", Some(avail(1, 2)), avail(1, 2), seen(1, 0), 100, When::Never),
-            ("a verdict for a new generation", Some(avail(1, 2)), avail(2, 3), seen(2, 0), 100, When::Now),
-            ("a failure", Some(avail(1, 2)), failed(2), seen(2, 0), 100, When::Now),
+            ("unchanged", Some(avail(1, 2)), avail(1, 2), clock(1, 0, 0), 100, When::Never),
+            (
+                "a verdict for a new generation",
+                Some(avail(1, 2)),
+                avail(2, 3),
+                clock(2, 0, 0),
+                100,
+                When::Now,
+            ),
+            ("a failure", Some(avail(1, 2)), failed(2), clock(2, 0, 0), 100, When::Now),
             (
                 "a new generation's rollout, just started",
                 Some(avail(1, 2)),
                 rolling(2, 1),
-                seen(2, 0),
-                300,
-                When::After(Duration::from_millis(700)),
-            ),
-            (
-                "a new generation's rollout, still going after the hold",
-                Some(avail(1, 2)),
-                rolling(2, 1),
-                seen(2, 0),
-                1_000,
+                clock(2, 0, 0),
+                10,
                 When::Now,
             ),
-            ("a first status, just created", None, rolling(1, 0), seen(1, 0), 0, When::Now),
-            ("a first status that is a verdict", None, avail(1, 1), seen(1, 0), 0, When::Now),
+            ("a first status, just created", None, rolling(1, 0), Clock::default(), 0, When::Now),
+            ("a first status that is a verdict", None, avail(1, 1), Clock::default(), 0, When::Now),
             (
-                "counts within a rollout, soon after a write",
+                "counts early in a rollout, soon after a write",
                 Some(rolling(2, 1)),
                 rolling(2, 2),
-                seen(2, 0),
+                clock(2, 0, 0),
                 1_000,
-                When::After(Duration::from_millis(2_000)),
+                after(2_000),
             ),
             (
-                "counts within a rollout, long after a write",
+                "counts early in a rollout, long after a write",
                 Some(rolling(2, 1)),
                 rolling(2, 2),
-                seen(2, 0),
+                clock(2, 0, 0),
                 3_000,
                 When::Now,
+            ),
+            (
+                "counts 10 s into a rollout, 4 s after a write",
+                Some(rolling(2, 1)),
+                rolling(2, 2),
+                clock(2, 0, 6_000),
+                10_000,
+                after(2_000),
+            ),
+            (
+                "counts 12 s into a rollout, 6 s after a write",
+                Some(rolling(2, 1)),
+                rolling(2, 2),
+                clock(2, 0, 6_000),
+                12_000,
+                When::Now,
+            ),
+            (
+                "counts of a rollout stuck for ten minutes",
+                Some(rolling(2, 1)),
+                rolling(2, 2),
+                clock(2, 0, 600_000),
+                620_000,
+                after(10_000),
             ),
             (
                 "a reason changing within a rollout",
                 Some(rolling(2, 1)),
                 status(2, Phase::Progressing, 1, "ContainerCreating"),
-                seen(2, 0),
+                clock(2, 0, 1_000),
                 1_500,
                 When::Now,
             ),
@@ -188,17 +212,40 @@ mod tests {
     }
 
     #[test]
+    fn progress_writes_of_a_long_rollout_double_their_spacing_up_to_the_cap() {
+        let t0 = Instant::now();
+        let mut c = Clock::default();
+        c.saw(Some(2), t0);
+        c.written = Some(t0);
+        let (old, new) =
+            (status(2, Phase::Progressing, 1, "RollingOut"), status(2, Phase::Progressing, 2, "RollingOut"));
+        let mut writes = vec![];
+        // A pass every 100 ms for ten minutes, the counts always changing.
+        for tick in 1..=6_000u64 {
+            let now = t0 + Duration::from_millis(tick * 100);
+            c.saw(Some(2), now);
+            if when(Some(&old), &new, &c, now) == When::Now {
+                c.written = Some(now);
+                writes.push(tick / 10);
+            }
+        }
+        assert_eq!(writes[..5], [3, 6, 12, 24, 48], "{writes:?}");
+        let gaps: Vec<_> = writes.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| (3..=30).contains(g)), "{gaps:?}");
+        assert!(writes.len() < 25, "{} progress writes in ten minutes", writes.len());
+    }
+
+    #[test]
     fn a_clock_remembers_when_a_generation_was_first_seen() {
         let t0 = Instant::now();
         let mut c = Clock::default();
         c.saw(Some(2), t0);
-        c.saw(Some(2), t0 + HOLD);
+        c.saw(Some(2), t0 + COALESCE);
         assert_eq!(c.generation, Some((Some(2), t0)));
-        c.saw(Some(3), t0 + HOLD);
-        assert_eq!(c.generation, Some((Some(3), t0 + HOLD)));
-        assert!(!c.expired(t0 + HOLD));
-        assert!(c.expired(t0 + HOLD * 2));
-        c.written = Some(t0 + HOLD * 2);
-        assert!(!c.expired(t0 + HOLD * 3) && c.expired(t0 + HOLD * 2 + COALESCE));
+        c.saw(Some(3), t0 + COALESCE);
+        assert_eq!(c.generation, Some((Some(3), t0 + COALESCE)));
+        assert!(c.expired(t0), "never written");
+        c.written = Some(t0);
+        assert!(!c.expired(t0 + COALESCE) && c.expired(t0 + SPACING_MAX));
     }
 }
