@@ -33,6 +33,7 @@ pub mod ingress;
 pub mod lean_meta;
 pub mod managed_fields;
 pub mod meta;
+pub mod packed;
 pub mod pdb;
 pub mod pod_fields;
 pub mod removal;

@@ -60,11 +60,13 @@ pub fn seeded(objects: Vec<serde_json::Value>) -> std::sync::Arc<[Box<dyn ChildC
     struct Seed(Vec<serde_json::Value>, Vec<Box<dyn ChildCache>>);
     impl crate::kinds::Visitor for Seed {
         fn visit<K: ChildKind>(&mut self) {
-            let (store, mut writer) = kube::runtime::reflector::store::<K::View>();
+            let (store, mut writer) =
+                kube::runtime::reflector::store::<crate::kinds::packed::Packed<K::View>>();
             let kind = <K::Object as k8s_openapi::Resource>::KIND;
             for obj in self.0.iter().filter(|o| o["kind"] == kind) {
                 let view: K::View = serde_json::from_value(obj.clone()).expect("a seed object of its kind");
-                writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(view));
+                let packed = crate::kinds::packed::Packed::pack(view).expect("a view packs");
+                writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(packed));
             }
             self.1.push(Box::new(Cache::<K>::new(store, Default::default())));
         }

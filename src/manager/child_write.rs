@@ -28,6 +28,7 @@ use super::revert::{self, Revert};
 use crate::api::{FIELD_MANAGER, Runner};
 use crate::error::{Error, Result, is_rejection};
 use crate::kinds::drift::{self, Rules};
+use crate::kinds::packed::Packed;
 use crate::kinds::{ChildKind, Facts, managed_fields, trim, view};
 use crate::ownership::Refused;
 
@@ -35,13 +36,13 @@ use crate::ownership::Refused;
 /// writes it has not delivered yet ([`Recent`]), and the universe of
 /// fields we may set ([`crate::kinds::removal`]).
 pub struct Cache<K: ChildKind> {
-    pub store: Store<K::View>,
-    pub recent: Arc<Recent<K::View>>,
+    pub store: Store<Packed<K::View>>,
+    pub recent: Arc<Recent<Packed<K::View>>>,
     universe: Value,
 }
 
 impl<K: ChildKind> Cache<K> {
-    pub fn new(store: Store<K::View>, recent: Arc<Recent<K::View>>) -> Self {
+    pub fn new(store: Store<Packed<K::View>>, recent: Arc<Recent<Packed<K::View>>>) -> Self {
         let mut r = Runner::new("universe", crate::api::RunnerSpec::every_field());
         r.metadata.uid = Some("universe".into());
         let mut universe = K::desired(&r).and_then(|o| serde_json::to_value(o).ok()).unwrap_or_default();
@@ -51,9 +52,10 @@ impl<K: ChildKind> Cache<K> {
 
     /// The child as a pass should judge it: the newer of the cache's copy
     /// and our last write's answer.
-    fn live(&self, namespace: &str, name: &str) -> Option<K::View> {
+    fn live(&self, namespace: &str, name: &str) -> Result<Option<K::View>> {
         let cached = self.store.get(&ObjectRef::new(name).within(namespace));
-        self.recent.fresher(cached, namespace, name).map(|c| c.as_ref().clone())
+        let encode = |source| Error::Encode { what: K::Object::KIND, source };
+        self.recent.fresher(cached, namespace, name).map(|c| c.unpack().map_err(encode)).transpose()
     }
 }
 
@@ -156,7 +158,7 @@ pub async fn reconcile<K: ChildKind>(
         untyped(&mut v);
         v
     });
-    let mut live: Option<K::View> = cache.live(&ns, &name);
+    let mut live: Option<K::View> = cache.live(&ns, &name)?;
     // Twice at most: a POST that finds the name taken reads the object, and
     // a live object is never decided Create.
     loop {
@@ -173,7 +175,7 @@ pub async fn reconcile<K: ChildKind>(
             trim::child_meta(kube::Resource::meta_mut(&mut view));
             K::trim(&mut view);
             let outcome = ours(&view, facts);
-            cache.recent.wrote(view);
+            cache.recent.wrote(Packed::pack(view).map_err(encode)?);
             Ok(outcome)
         };
         match step {

@@ -26,6 +26,7 @@ use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
+use crate::kinds::packed::Packed;
 use crate::kinds::{self, ChildKind, trim};
 
 type Events<K> = BoxStream<'static, Result<K, watcher::Error>>;
@@ -103,16 +104,15 @@ fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>>
 /// list (the Runners' own first list brings every pass).
 fn reflect_and_wake<V>(
     what: &'static str,
-    events: impl futures::Stream<Item = Result<watcher::Event<V>, watcher::Error>> + Send + 'static,
-    mut writer: Writer<V>,
-    store: Store<V>,
-    recent: Arc<Recent<V>>,
+    events: impl futures::Stream<Item = Result<watcher::Event<Packed<V>>, watcher::Error>> + Send + 'static,
+    mut writer: Writer<Packed<V>>,
+    store: Store<Packed<V>>,
+    recent: Arc<Recent<Packed<V>>>,
 ) -> BoxStream<'static, ObjectRef<Runner>>
 where
     V: kube::Resource<DynamicType = ()>
-        + Lookup<DynamicType = ()>
-        + Clone
         + serde::Serialize
+        + serde::de::DeserializeOwned
         + Send
         + Sync
         + 'static,
@@ -124,7 +124,7 @@ where
                     Seen::Echo | Seen::Older => None,
                     Seen::Unknown | Seen::Newer => {
                         let before = store.get(&ObjectRef::from_obj(obj));
-                        before.is_none_or(|b| reads_differ(b.as_ref(), obj)).then(|| obj.clone())
+                        before.is_none_or(|b| !b.same_reads(obj)).then(|| obj.clone())
                     }
                 },
                 Ok(watcher::Event::Delete(obj)) => {
@@ -141,15 +141,23 @@ where
         .boxed()
 }
 
-/// Whether two cached versions of a child differ in anything but their
-/// resourceVersion (a write that changed only what the cache trims away).
-fn reads_differ<V: kube::Resource + Clone + serde::Serialize>(before: &V, after: &V) -> bool {
-    let bare = |v: &V| {
-        let mut v = v.clone();
-        v.meta_mut().resource_version = None;
-        serde_json::to_value(v).ok()
-    };
-    bare(before) != bare(after)
+/// A trimmed view packed for the cache ([`Packed`]); a view that does not
+/// serialize (none does) is logged and left out.
+fn packed<V: kube::Resource + serde::Serialize + serde::de::DeserializeOwned>(view: V) -> Option<Packed<V>> {
+    Packed::pack(view).map_err(|e| warn!(error = %e, "a watched object could not be packed; skipped")).ok()
+}
+
+/// A watch event carrying `S` made of the one carrying `K`; None when `f`
+/// gives nothing for its object.
+fn map_event<K, S>(event: watcher::Event<K>, f: fn(K) -> Option<S>) -> Option<watcher::Event<S>> {
+    use watcher::Event::*;
+    Some(match event {
+        Apply(k) => Apply(f(k)?),
+        Delete(k) => Delete(f(k)?),
+        InitApply(k) => InitApply(f(k)?),
+        Init => Init,
+        InitDone => InitDone,
+    })
 }
 
 /// Starts one child kind's watch into its cache ([`kinds::Visitor`]).
@@ -164,13 +172,13 @@ impl kinds::Visitor for ChildWatches<'_> {
     fn visit<K: ChildKind>(&mut self) {
         // Label-filtered: only objects that carry a Runner UID are cached.
         let config = watcher::Config::default().labels(RUNNER_UID_LABEL).page_size(LIST_PAGE);
-        let (store, writer) = reflector::store::<K::View>();
+        let (store, writer) = reflector::store::<Packed<K::View>>();
         let trimmed = |v: &mut K::View| {
             trim::child_meta(kube::Resource::meta_mut(v));
             K::trim(v);
         };
         let recent = Arc::new(Recent::default());
-        let stream = merged_watches(self.client, self.namespaces, config, trimmed, &store);
+        let stream = merged_watches(self.client, self.namespaces, config, trimmed, packed, &store);
         let kind = <K::Object as k8s_openapi::Resource>::KIND;
         self.triggers.push(reflect_and_wake(kind, stream, writer, store.clone(), recent.clone()));
         self.caches.push(Box::new(Cache::<K>::new(store, recent)));
@@ -186,7 +194,7 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     let config = watcher::Config::default().page_size(LIST_PAGE);
     let own_status = Arc::new(Recent::<Runner>::default());
     let seen = own_status.clone();
-    let runner_stream = merged_watches(client, namespaces, config, trim::runner, &runners)
+    let runner_stream = merged_watches(client, namespaces, config, trim::runner, Some, &runners)
         .reflect(runner_w)
         .inspect(move |event| match event {
             Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => drop(seen.observe(r)),
@@ -230,29 +238,37 @@ fn scopes(namespaces: &[String]) -> Vec<Option<String>> {
 }
 
 /// The events of one store: a watch of `K` per namespace, each trimmed by
-/// `trim` and retrying on its own, merged ([`Merge`]), relists in place.
-fn merged_watches<K>(
+/// `trim`, stored as `pack` makes it, and retrying on its own, merged
+/// ([`Merge`]), relists in place.
+fn merged_watches<K, S>(
     client: &Client,
     namespaces: &[String],
     config: watcher::Config,
     trim: impl FnMut(&mut K) + Clone + Send + 'static,
-    store: &Store<K>,
-) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+    pack: fn(K) -> Option<S>,
+    store: &Store<S>,
+) -> impl futures::Stream<Item = Result<watcher::Event<S>, watcher::Error>> + Send + 'static
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Lookup<DynamicType = ()>
         + serde::de::DeserializeOwned
         + Clone
         + std::fmt::Debug
         + Send
         + Sync
         + 'static,
+    S: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     let namespaces = scopes(namespaces);
     let watches = namespaces.iter().enumerate().map(|(i, ns)| {
         watcher(scoped::<K>(client, ns.as_deref()), config.clone())
             .backoff(WatchBackoff::default())
             .modify(trim.clone())
+            .filter_map(move |ev| {
+                ready(match ev {
+                    Ok(ev) => map_event(ev, pack).map(Ok),
+                    Err(e) => Some(Err(e)),
+                })
+            })
             .map(move |ev| (i, ev))
             .boxed()
     });
