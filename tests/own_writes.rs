@@ -17,12 +17,16 @@ use support::{ManagerHandle, TestNs, ensure_crd, free_loopback_addr, http_get, w
 
 const T: Duration = Duration::from_secs(60);
 
-async fn start(prefix: &str) -> (TestNs, ManagerHandle, std::net::SocketAddr) {
+/// A manager of its own on a new namespace, and Runner `web` of `spec`
+/// converged under it.
+async fn start(prefix: &str, spec: RunnerSpec) -> (TestNs, ManagerHandle, std::net::SocketAddr) {
     let ns = TestNs::new(prefix).await;
     ensure_crd(&ns.client).await;
     let addr = free_loopback_addr();
     let cfg = Config { metrics_addr: Some(addr), ..Config::namespaced(&ns.name) };
     let mgr = ManagerHandle::start_with(&ns.client, cfg);
+    ns.api::<Runner>().create(&PostParams::default(), &Runner::new("web", spec)).await.unwrap();
+    oracle::wait_converged(&ns, "web", true, T, "created").await;
     (ns, mgr, addr)
 }
 
@@ -43,12 +47,8 @@ fn image(i: &str) -> Patch<serde_json::Value> {
 
 #[tokio::test]
 async fn image_edits_a_b_a_in_quick_succession_end_at_a_with_the_last_generations_status() {
-    let (ns, mgr, _) = start("ow-aba").await;
+    let (ns, mgr, _) = start("ow-aba", RunnerSpec::new("nginx:1.27").replicas(2)).await;
     let api = ns.api::<Runner>();
-    api.create(&PostParams::default(), &Runner::new("web", RunnerSpec::new("nginx:1.27").replicas(2)))
-        .await
-        .unwrap();
-    oracle::wait_converged(&ns, "web", true, T, "created").await;
     for round in 0..3 {
         api.patch("web", &PatchParams::default(), &image("nginx:1.28")).await.unwrap();
         let back = api.patch("web", &PatchParams::default(), &image("nginx:1.27")).await.unwrap();
@@ -65,10 +65,7 @@ async fn image_edits_a_b_a_in_quick_succession_end_at_a_with_the_last_generation
 
 #[tokio::test]
 async fn passes_woken_by_changes_that_alter_nothing_of_ours_write_nothing() {
-    let (ns, mgr, addr) = start("ow-quiet").await;
-    let api = ns.api::<Runner>();
-    api.create(&PostParams::default(), &Runner::new("web", RunnerSpec::new("nginx:1.27"))).await.unwrap();
-    oracle::wait_converged(&ns, "web", true, T, "created").await;
+    let (ns, mgr, addr) = start("ow-quiet", RunnerSpec::new("nginx:1.27")).await;
     // Let the last rollout events and any coalesced status write pass.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (passes, writes) =
@@ -95,12 +92,8 @@ async fn passes_woken_by_changes_that_alter_nothing_of_ours_write_nothing() {
 
 #[tokio::test]
 async fn a_field_of_ours_is_reverted_while_someone_writes_the_child_without_pause() {
-    let (ns, mgr, _) = start("ow-busy").await;
+    let (ns, mgr, _) = start("ow-busy", RunnerSpec::new("nginx:1.27").replicas(1)).await;
     let api = ns.api::<Runner>();
-    api.create(&PostParams::default(), &Runner::new("web", RunnerSpec::new("nginx:1.27").replicas(1)))
-        .await
-        .unwrap();
-    oracle::wait_converged(&ns, "web", true, T, "created").await;
     // A writer that changes a label every 50 ms: each change is one the
     // cache keeps, so each is a trigger, never 200 ms apart.
     let deploys = ns.api::<Deployment>();
@@ -142,12 +135,7 @@ async fn a_field_of_ours_is_reverted_while_someone_writes_the_child_without_paus
 async fn a_reverted_field_is_announced_naming_the_field_and_the_other_manager_once_per_series() {
     use k8s_openapi::api::events::v1::Event;
     use kube::api::ListParams;
-    let (ns, mgr, _) = start("ow-revert").await;
-    let api = ns.api::<Runner>();
-    api.create(&PostParams::default(), &Runner::new("web", RunnerSpec::new("nginx:1.27").replicas(1)))
-        .await
-        .unwrap();
-    oracle::wait_converged(&ns, "web", true, T, "created").await;
+    let (ns, mgr, _) = start("ow-revert", RunnerSpec::new("nginx:1.27").replicas(1)).await;
     let deploys = ns.api::<Deployment>();
     let by_kubectl = PatchParams { field_manager: Some("kubectl".into()), ..Default::default() };
     for n in [3, 2, 3] {
