@@ -10,9 +10,11 @@
 //! shrinks by tens of MiB (`examples/cache_footprint.rs`).
 //!
 //! The metadata kube's store and [`crate::manager::own_writes`] read (name,
-//! namespace, UID, resourceVersion) stays typed. The resourceVersion is not
-//! in the bytes, so two versions that differ only in it have equal bytes:
-//! [`Packed::same_reads`] is a byte comparison.
+//! namespace, UID, resourceVersion), and what decides whether a Runner
+//! needs a pass (generation, deletion, finalizers), stays typed. The
+//! resourceVersion is not in the bytes, so two versions that differ only in
+//! it read the same: [`Packed::same_reads`] compares the bytes and the
+//! typed fields but that one.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -49,6 +51,9 @@ impl<V: kube::Resource + Serialize + DeserializeOwned> Packed<V> {
             namespace: m.namespace.take(),
             uid: m.uid.take(),
             resource_version: m.resource_version.take(),
+            generation: m.generation.take(),
+            deletion_timestamp: m.deletion_timestamp.take(),
+            finalizers: m.finalizers.take(),
             ..Default::default()
         };
         let body = lz4_flex::compress_prepend_size(&serde_json::to_vec(&view)?).into_boxed_slice();
@@ -64,13 +69,19 @@ impl<V: kube::Resource + Serialize + DeserializeOwned> Packed<V> {
         m.namespace = id.namespace.clone();
         m.uid = id.uid.clone();
         m.resource_version = id.resource_version.clone();
+        m.generation = id.generation;
+        m.deletion_timestamp = id.deletion_timestamp.clone();
+        m.finalizers = id.finalizers.clone();
         Ok(view)
     }
 
     /// True when the two hold the same view but for the resourceVersion (a
     /// write that changed only what the cache trims away).
     pub fn same_reads(&self, other: &Self) -> bool {
+        let (a, b) = (&self.metadata, &other.metadata);
         self.body == other.body
+            && (a.generation, &a.deletion_timestamp, &a.finalizers)
+                == (b.generation, &b.deletion_timestamp, &b.finalizers)
     }
 
     /// Bytes held besides the typed metadata.
@@ -148,6 +159,7 @@ mod tests {
         );
         assert_eq!(packed.meta().resource_version, view.meta().resource_version);
         assert_eq!(packed.meta().name, view.meta().name);
+        assert_eq!(packed.meta().generation, view.meta().generation);
         assert!(packed.meta().labels.is_none(), "only identity stays typed");
     }
 
@@ -168,5 +180,9 @@ mod tests {
         v["spec"]["replicas"] = json!(7);
         let c: Packed<DeploymentView> = serde_json::from_value(v).unwrap();
         assert!(!a.same_reads(&c));
+        let mut v: serde_json::Value = serde_json::from_slice(&fixture("deployment")).unwrap();
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let d: Packed<DeploymentView> = serde_json::from_value(v).unwrap();
+        assert!(!a.same_reads(&d), "a deletion is read even when nothing else changed");
     }
 }

@@ -199,13 +199,16 @@ async fn reconcile_until(
         .reconcile_on(w.pod_triggers)
         .graceful_shutdown_on(stop)
         .run(
-            move |runner, ctx: Arc<Context>| {
+            move |cached: Arc<watches::CachedRunner>, ctx: Arc<Context>| {
                 let (mut synced, mut stopping) = (synced.clone(), stopping.clone());
                 async move {
                     let synced = async move { synced.wait_for(|v| *v).await.is_ok() };
                     let stopping = async move { stopping.wait_for(|v| *v).await.is_ok() };
                     tokio::select! {
-                        _ = synced => reconcile(runner, ctx).await,
+                        _ = synced => match cached.unpack() {
+                            Ok(runner) => reconcile(Arc::new(runner), ctx).await,
+                            Err(source) => Err(Error::Encode { what: "Runner", source }),
+                        },
                         _ = stopping => Ok(Action::await_change()),
                     }
                 }

@@ -99,7 +99,7 @@ impl<V: Resource + Clone> Recent<V> {
 
     /// A watch event for `obj`: forgets our write once the watch has
     /// caught up with it, and says what the event is.
-    pub fn observe(&self, obj: &V) -> Seen {
+    pub fn observe(&self, obj: &impl Resource) -> Seen {
         let mut entries = self.entries();
         let k = key(obj);
         let Some((ours, _)) = entries.get(&k) else { return Seen::Unknown };
@@ -111,7 +111,7 @@ impl<V: Resource + Clone> Recent<V> {
     }
 
     /// The object is gone: whatever we wrote to it is moot.
-    pub fn forget(&self, obj: &V) {
+    pub fn forget(&self, obj: &impl Resource) {
         self.entries().remove(&key(obj));
     }
 

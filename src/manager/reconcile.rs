@@ -33,7 +33,7 @@ const REFUSED_RECHECK: Duration = Duration::from_secs(60);
 /// Status clocks kept before the expired ones are swept.
 const CLOCKS_KEPT: usize = 256;
 
-fn key(runner: &Runner) -> String {
+fn key(runner: &impl Resource) -> String {
     format!("{}/{}", runner.namespace().unwrap_or_default(), runner.name_any())
 }
 
@@ -47,14 +47,14 @@ pub async fn reconcile(runner: Arc<Runner>, ctx: Arc<Context>) -> Result<Action>
     let result = reconcile_inner(&runner, &ctx).await;
     ctx.metrics.observe(start.elapsed());
     if result.is_ok() {
-        ctx.failures().remove(&key(&runner));
+        ctx.failures().remove(&key(runner.as_ref()));
     }
     result
 }
 
 /// Retries a failed pass: soon after a conflict (re-read, never overwrite a
 /// newer spec), else with a per-Runner exponential backoff.
-pub fn error_policy(runner: Arc<Runner>, err: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(runner: Arc<impl Resource>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error(err.metric_label());
     if err.is_conflict() {
         debug!(runner = %runner.name_any(), "conflict; requeue to re-read");
@@ -62,7 +62,7 @@ pub fn error_policy(runner: Arc<Runner>, err: &Error, ctx: Arc<Context>) -> Acti
     }
     let failures = {
         let mut f = ctx.failures();
-        let n = f.entry(key(&runner)).or_default();
+        let n = f.entry(key(runner.as_ref())).or_default();
         *n = n.saturating_add(1);
         *n
     };
