@@ -193,10 +193,12 @@ async fn reconcile_until(
     // events come debounced (`child_triggers`).
     let config = controller::Config::default().concurrency(cfg.concurrency);
     let mut grace = stopping.clone();
+    let resyncs = super::resync::resyncs(w.runners.clone());
     let controller = Controller::for_stream(w.runner_events, w.runners)
         .with_config(config)
         .reconcile_on(w.child_triggers)
         .reconcile_on(w.pod_triggers)
+        .reconcile_on(resyncs)
         .graceful_shutdown_on(stop)
         .run(
             move |cached: Arc<watches::CachedRunner>, ctx: Arc<Context>| {

@@ -37,8 +37,9 @@ fn key(runner: &impl Resource) -> String {
     format!("{}/{}", runner.namespace().unwrap_or_default(), runner.name_any())
 }
 
-/// Entry point for the Controller. A pass that succeeds comes back after a
-/// jittered resync period, so a change the watches missed still converges.
+/// Entry point for the Controller. A pass that succeeds waits for a change
+/// or for its resync ([`super::resync`]), so a change the watches missed
+/// still converges.
 pub async fn reconcile(runner: Arc<Runner>, ctx: Arc<Context>) -> Result<Action> {
     let start = Instant::now();
     // Our last status patch, if the cache has not caught up with it.
@@ -114,8 +115,12 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
         // admission change elsewhere may let it through.
         return Err(Error::ChildRejected { runner: key(runner), message: message.clone() });
     }
-    let next = if seen.refused.is_empty() { retry::resync(rand::random()) } else { REFUSED_RECHECK };
-    Ok(Action::requeue(due.map_or(next, |d| d.min(next))))
+    let next = if seen.refused.is_empty() {
+        due
+    } else {
+        Some(due.map_or(REFUSED_RECHECK, |d| d.min(REFUSED_RECHECK)))
+    };
+    Ok(next.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Writes the status when [`status_write::when`] says so; returns when a

@@ -1,9 +1,8 @@
 //! Pure: when a Runner's next pass comes. Conflicts retry at once-ish (the
 //! store has the newer object by then); other failures back off
 //! exponentially per Runner, so one broken Runner costs little and a
-//! flapping apiserver is not hammered; a successful pass comes back after a
-//! jittered resync period, so a change the watches missed (a delete during
-//! a relist) still converges without a herd of passes at the same instant.
+//! flapping apiserver is not hammered. A successful pass comes back at the
+//! Runner's resync ([`super::resync`]), once per [`RESYNC`].
 
 use std::time::Duration;
 
@@ -22,11 +21,6 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 pub fn backoff(failures: u32, jitter: f64) -> Duration {
     let exp = BACKOFF_BASE.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
     spread(exp.min(BACKOFF_MAX), jitter)
-}
-
-/// The resync period with `jitter` in [0, 1) adding up to a tenth.
-pub fn resync(jitter: f64) -> Duration {
-    spread(RESYNC, jitter)
 }
 
 /// A watch's wait between attempts after an error: 0.5 s doubling to 5 s,
@@ -82,12 +76,5 @@ mod tests {
         assert_eq!(b.by_ref().nth(20), Some(WATCH_BACKOFF_MAX));
         b.reset();
         assert!(b.next().unwrap() < Duration::from_millis(560));
-    }
-
-    #[test]
-    fn resync_is_spread_over_a_tenth_of_the_period() {
-        assert_eq!(resync(0.0), RESYNC);
-        let late = resync(0.999);
-        assert!(late > RESYNC && late < RESYNC.mul_f64(1.1));
     }
 }

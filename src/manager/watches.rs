@@ -1,24 +1,23 @@
 //! The manager's watches: a reflector store per child kind (label-filtered,
 //! lean views or trimmed; one per kind of [`crate::kinds::visit`]), the
-//! Runner stream with its predicate, and the Pod problem view. Each watch retries on its own ([`WatchBackoff`]); errors never
+//! Runner stream with its predicate, and the Pod problem view. Each watch
+//! retries on its own ([`WatchBackoff`]); errors never
 //! reach the Controller. Given several namespaces, each kind has one watch
 //! per namespace and still one store ([`Merge`]).
 
 use futures::stream::BoxStream;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use futures::future::ready;
 use futures::{StreamExt, stream};
 use kube::Client;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store, store::Writer};
-use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
 
 use super::child_cache::{Cache, ChildCache};
 use super::context::Stores;
+use super::debounce::debounced;
 use super::own_writes::{Recent, Seen};
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
@@ -42,7 +41,7 @@ pub struct Watches {
     pub runners: Store<CachedRunner>,
     pub runner_events: Events<CachedRunner>,
     /// Runners whose children changed in what a pass reads, debounced
-    /// ([`CHILD_DEBOUNCE`], at most [`CHILD_MAX_WAIT`]). Polling it keeps
+    /// ([`super::debounce`]). Polling it keeps
     /// the children's stores filled.
     pub child_triggers: BoxStream<'static, ObjectRef<CachedRunner>>,
     /// Runners whose reported Pod problem changed.
@@ -53,27 +52,18 @@ pub struct Watches {
 /// allocation at startup and on every relist.
 const LIST_PAGE: u32 = 100;
 
-/// How long a Runner's children must be quiet before their events bring a
-/// pass. A rollout sends a burst of Deployment status events (the new
-/// ReplicaSet, then each replica updated, ready, available), and one pass
-/// reads them all. Changes to the Runner itself are not debounced: they
-/// reach the children at once.
-const CHILD_DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// The longest a Runner's child events wait for quiet: a writer that keeps
-/// touching a child less than [`CHILD_DEBOUNCE`] apart would otherwise
-/// starve the Runner until its resync.
-const CHILD_MAX_WAIT: Duration = Duration::from_secs(1);
-
-/// What of a Runner, when it changes, needs a pass: its spec (generation),
-/// a deletion, or its finalizers. Status-only updates (our own writes) do
-/// not; the store still sees them, so the next pass compares against them.
-fn runner_changed(r: &CachedRunner) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let m = kube::Resource::meta(r);
-    (m.generation, m.deletion_timestamp.is_some(), &m.finalizers).hash(&mut h);
-    Some(h.finish())
+/// Whether a Runner event needs a pass: a new Runner, or a change of its
+/// spec (generation), its deletion or its finalizers. Status-only updates
+/// (our own writes) do not; the store still takes them, so the next pass
+/// compares against them. Judged against the store before it takes the
+/// event, so unlike kube's `predicate_filter` no second map of every Runner
+/// is kept (about 280 bytes per Runner).
+fn runner_changed(before: Option<&CachedRunner>, now: &CachedRunner) -> bool {
+    let key = |r: &CachedRunner| {
+        let m = kube::Resource::meta(r);
+        (m.uid.clone(), m.generation, m.deletion_timestamp.is_some(), m.finalizers.clone())
+    };
+    before.is_none_or(|b| key(b) != key(now))
 }
 
 /// A watch's errors, logged and dropped after its own backoff. Passed on,
@@ -200,15 +190,26 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     let config = watcher::Config::default().page_size(LIST_PAGE);
     let own_status = Arc::new(Recent::<Runner>::default());
     let seen = own_status.clone();
+    let (store, mut writer) = (runners.clone(), runner_w);
     let runner_stream = merged_watches(client, namespaces, config, trim::runner, packed, &runners)
-        .reflect(runner_w)
-        .inspect(move |event| match event {
-            Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => drop(seen.observe(r)),
-            Ok(watcher::Event::Delete(r)) => seen.forget(r),
-            _ => {}
-        })
-        .applied_objects()
-        .predicate_filter(runner_changed, Default::default());
+        .filter_map(move |event| {
+            let pass = match &event {
+                Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => {
+                    let _ = seen.observe(r);
+                    runner_changed(store.get(&ObjectRef::from_obj(r)).as_deref(), r).then(|| r.clone())
+                }
+                Ok(watcher::Event::Delete(r)) => {
+                    seen.forget(r);
+                    None
+                }
+                _ => None,
+            };
+            match event {
+                Ok(event) => writer.apply_watcher_event(&event),
+                Err(e) => return ready(Some(Err(e))),
+            }
+            ready(pass.map(Ok))
+        });
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
     let pods = PodProblems::default();
@@ -302,90 +303,38 @@ where
     })
 }
 
-/// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`],
-/// or [`CHILD_MAX_WAIT`] after the first of them.
-fn debounced(
-    triggers: impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static,
-) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
-    debounced_at_most(triggers, CHILD_DEBOUNCE, CHILD_MAX_WAIT)
-}
-
-/// kube's debounced scheduler pushes a message back by `quiet` whenever it
-/// comes again; asking for it to run earlier (the first trigger's time
-/// plus `max_wait`, less `quiet`) caps that.
-fn debounced_at_most(
-    triggers: impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static,
-    quiet: Duration,
-    max_wait: Duration,
-) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
-    type Pending = Arc<Mutex<HashMap<ObjectRef<Runner>, tokio::time::Instant>>>;
-    let pending: Pending = Pending::default();
-    let waiting = pending.clone();
-    let requests = triggers.map(move |message| {
-        let now = tokio::time::Instant::now();
-        let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-        let first = *waiting.entry(message.clone()).or_insert(now);
-        let latest = (first + max_wait).checked_sub(quiet).unwrap_or(first);
-        ScheduleRequest { message, run_at: now.min(latest) }
-    });
-    debounced_scheduler(requests, quiet).inspect(move |message| {
-        pending.lock().unwrap_or_else(|e| e.into_inner()).remove(message);
-    })
-}
-
 fn log_watch_error(what: &str, e: &watcher::Error) {
     warn!(watch = what, error = %e, "watch error; retrying with backoff (a relist follows 410 Expired)");
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use super::*;
+    use crate::api::RunnerSpec;
 
-    #[tokio::test]
-    async fn child_events_closer_than_the_debounce_bring_one_pass_per_runner() {
-        let runner = |name: &str| ObjectRef::<Runner>::new(name).within("ns");
-        let (tx, rx) = futures::channel::mpsc::unbounded();
-        let mut passes = debounced(rx).boxed();
-        let start = Instant::now();
-        for _ in 0..4 {
-            tx.unbounded_send(runner("web")).unwrap();
-            tokio::time::sleep(CHILD_DEBOUNCE / 4).await;
-        }
-        tx.unbounded_send(runner("api")).unwrap();
-        let mut got = Vec::new();
-        while let Ok(Some(r)) = tokio::time::timeout(CHILD_DEBOUNCE * 3, passes.next()).await {
-            got.push((r.name.clone(), start.elapsed()));
-        }
-        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["web", "api"], "one pass per Runner, in the order they went quiet");
-        assert!(got[0].1 >= CHILD_DEBOUNCE, "the first pass waits out the debounce: {got:?}");
+    fn cached(uid: &str, generation: i64, edit: impl FnOnce(&mut Runner)) -> CachedRunner {
+        let mut r = Runner::new("web", RunnerSpec::new("nginx:1"));
+        r.metadata.uid = Some(uid.into());
+        r.metadata.generation = Some(generation);
+        edit(&mut r);
+        Packed::pack(r).expect("packs")
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_child_touched_without_pause_still_brings_a_pass_within_the_maximum_wait() {
-        let (tx, rx) = futures::channel::mpsc::unbounded();
-        let mut passes = debounced(rx).boxed();
-        let start = tokio::time::Instant::now();
-        let web = ObjectRef::<Runner>::new("web").within("ns");
-        let writer = tokio::spawn(async move {
-            loop {
-                if tx.unbounded_send(web.clone()).is_err() {
-                    break;
-                }
-                tokio::time::sleep(CHILD_DEBOUNCE / 2).await;
-            }
-        });
-        let mut at = Vec::new();
-        for _ in 0..3 {
-            passes.next().await.expect("a pass");
-            at.push(start.elapsed());
-        }
-        writer.abort();
-        for (i, t) in at.iter().enumerate() {
-            let bound = CHILD_MAX_WAIT * (i as u32 + 1) + CHILD_DEBOUNCE;
-            assert!(*t <= bound, "pass {i} at {t:?}, after {bound:?}: {at:?}");
-        }
+    #[test]
+    fn a_runner_needs_a_pass_when_new_or_its_spec_deletion_or_finalizers_change() {
+        let now = cached("u1", 1, |_| {});
+        assert!(runner_changed(None, &now), "new");
+        let status_only = cached("u1", 1, |r| r.status = Some(Default::default()));
+        assert!(!runner_changed(Some(&now), &status_only), "our own status write");
+        assert!(runner_changed(Some(&now), &cached("u1", 2, |_| {})), "spec");
+        assert!(runner_changed(Some(&now), &cached("u2", 1, |_| {})), "deleted and created again");
+        let finalizer = |r: &mut Runner| r.metadata.finalizers = Some(vec!["x".into()]);
+        assert!(runner_changed(Some(&now), &cached("u1", 1, finalizer)), "finalizers");
+        let deleting = |r: &mut Runner| {
+            r.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ))
+        };
+        assert!(runner_changed(Some(&now), &cached("u1", 1, deleting)), "deletion");
     }
 }
