@@ -155,7 +155,7 @@ awk -F'\t' '
   END {
     if (!twin) exit
     printf "\nratios, this manager / baseline:\n"
-    printf "  %-8s %14s %14s %16s   targets: RSS < 64 MiB at 10000 and <= 0.4x; relist peak <= 1.5x steady\n",
+    printf "  %-8s %14s %14s %16s   targets: RSS < 64 MiB at 10000 and <= 0.25x; relist peak <= 1.2x steady\n",
       "Runners", "steady RSS", "relist peak", "steady CPU"
     for (i = 1; i <= n; i++) {
       s = order[i]

@@ -28,13 +28,17 @@ pub fn slot(uid: &str, slots: u64) -> u64 {
     h.finish() % slots.max(1)
 }
 
-/// Each Runner in `store` once per [`RESYNC`], in the tick of its slot.
+/// Each Runner in `store` once per [`RESYNC`], in the tick of its slot,
+/// from one period after the start on (the start brings every Runner's
+/// first pass; a walk from the first second would add a second pass for
+/// each within minutes).
 pub fn resyncs<K>(store: Store<K>) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     let slots = (RESYNC.as_secs_f64() / TICK.as_secs_f64()) as u64;
-    let ticks = tokio::time::interval_at(tokio::time::Instant::now() + TICK, TICK);
+    // Every Runner has its first pass at start: the walk begins a period later.
+    let ticks = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, TICK);
     stream::unfold((ticks, 0u64), move |(mut ticks, tick)| {
         let store = store.clone();
         async move {
@@ -84,8 +88,11 @@ mod tests {
             writer.apply_watcher_event(&Event::Apply(r));
         }
         let mut resyncs = resyncs(store).boxed();
+        let start = tokio::time::Instant::now();
+        let first = tokio::time::timeout_at(start + RESYNC, resyncs.next()).await;
+        assert!(first.is_err(), "no resync in the first period: {first:?}");
         let mut seen: HashMap<String, u32> = HashMap::new();
-        let end = tokio::time::Instant::now() + RESYNC;
+        let end = start + RESYNC * 2;
         while let Ok(Some(r)) = tokio::time::timeout_at(end, resyncs.next()).await {
             *seen.entry(r.name).or_default() += 1;
         }
