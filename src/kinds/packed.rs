@@ -9,7 +9,7 @@
 //! decoding them then costs microseconds, and the cache of 10,000 Runners
 //! shrinks by tens of MiB (`examples/cache_footprint.rs`).
 //!
-//! The metadata kube's store and [`crate::manager::own_writes`] read (name,
+//! The metadata kube's store and the manager's `own_writes` read (name,
 //! namespace, UID, resourceVersion), and what decides whether a Runner
 //! needs a pass (generation, deletion, finalizers), stays typed. The
 //! resourceVersion is not in the bytes, so two versions that differ only in

@@ -15,7 +15,8 @@ use futures::{Stream, StreamExt, stream};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::retry::RESYNC;
+/// How often a settled Runner gets a pass.
+pub const RESYNC: Duration = Duration::from_secs(300);
 
 /// How often the store is walked; one slot per tick.
 const TICK: Duration = Duration::from_secs(1);

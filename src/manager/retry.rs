@@ -2,7 +2,7 @@
 //! store has the newer object by then); other failures back off
 //! exponentially per Runner, so one broken Runner costs little and a
 //! flapping apiserver is not hammered. A successful pass comes back at the
-//! Runner's resync ([`super::resync`]), once per [`RESYNC`].
+//! Runner's resync, once per five minutes (the resync module).
 
 use std::time::Duration;
 
@@ -13,8 +13,6 @@ const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest wait between retries: a user who fixes RBAC or a quota waits at
 /// most this long for the Runner to heal.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// Resync period of a settled Runner, before jitter.
-pub const RESYNC: Duration = Duration::from_secs(300);
 
 /// Delay before retry number `failures` (1 = first failure), with `jitter`
 /// in [0, 1) adding up to a tenth.
