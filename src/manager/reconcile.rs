@@ -115,12 +115,8 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
         // admission change elsewhere may let it through.
         return Err(Error::ChildRejected { runner: key(runner), message: message.clone() });
     }
-    let next = if seen.refused.is_empty() {
-        due
-    } else {
-        Some(due.map_or(REFUSED_RECHECK, |d| d.min(REFUSED_RECHECK)))
-    };
-    Ok(next.map_or_else(Action::await_change, Action::requeue))
+    let recheck = (!seen.refused.is_empty()).then_some(REFUSED_RECHECK);
+    Ok(due.into_iter().chain(recheck).min().map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Writes the status when [`status_write::when`] says so; returns when a

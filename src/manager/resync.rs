@@ -37,7 +37,7 @@ pub fn resyncs<K>(store: Store<K>) -> impl Stream<Item = ObjectRef<K>> + Send + 
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    let slots = (RESYNC.as_secs_f64() / TICK.as_secs_f64()) as u64;
+    let slots = RESYNC.as_secs() / TICK.as_secs();
     // Every Runner has its first pass at start: the walk begins a period later.
     let ticks = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, TICK);
     stream::unfold((ticks, 0u64), move |(mut ticks, tick)| {

@@ -1,7 +1,7 @@
 //! The manager's watches: a reflector store per child kind (label-filtered,
 //! lean views or trimmed; one per kind of [`crate::kinds::visit`]), the
-//! Runner stream with its predicate, and the Pod problem view. Each watch
-//! retries on its own ([`WatchBackoff`]); errors never
+//! Runner stream with the events that need a pass, and the Pod problem
+//! view. Each watch retries on its own ([`WatchBackoff`]); errors never
 //! reach the Controller. Given several namespaces, each kind has one watch
 //! per namespace and still one store ([`Merge`]).
 
@@ -41,8 +41,7 @@ pub struct Watches {
     pub runners: Store<CachedRunner>,
     pub runner_events: Events<CachedRunner>,
     /// Runners whose children changed in what a pass reads, debounced
-    /// ([`super::debounce`]). Polling it keeps
-    /// the children's stores filled.
+    /// ([`super::debounce`]). Polling it keeps the children's stores filled.
     pub child_triggers: BoxStream<'static, ObjectRef<CachedRunner>>,
     /// Runners whose reported Pod problem changed.
     pub pod_triggers: BoxStream<'static, ObjectRef<CachedRunner>>,
@@ -59,10 +58,10 @@ const LIST_PAGE: u32 = 100;
 /// event, so unlike kube's `predicate_filter` no second map of every Runner
 /// is kept (about 280 bytes per Runner).
 fn runner_changed(before: Option<&CachedRunner>, now: &CachedRunner) -> bool {
-    let key = |r: &CachedRunner| {
+    fn key(r: &CachedRunner) -> (Option<&str>, Option<i64>, bool, Option<&[String]>) {
         let m = kube::Resource::meta(r);
-        (m.uid.clone(), m.generation, m.deletion_timestamp.is_some(), m.finalizers.clone())
-    };
+        (m.uid.as_deref(), m.generation, m.deletion_timestamp.is_some(), m.finalizers.as_deref())
+    }
     before.is_none_or(|b| key(b) != key(now))
 }
 
