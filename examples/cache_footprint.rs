@@ -24,7 +24,8 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::Event;
 use kubectl_runner::api::Runner;
 use kubectl_runner::kinds::deployment::{DeploymentView, Deployments};
-use kubectl_runner::kinds::packed::Packed;
+use kubectl_runner::kinds::dictionary::Dictionary;
+use kubectl_runner::kinds::packed::{self, Packed};
 use kubectl_runner::kinds::service::{ServiceView, Services};
 use kubectl_runner::kinds::{ChildKind, trim};
 use serde::Serialize;
@@ -82,7 +83,7 @@ fn child<K: ChildKind>(v: &mut K::View) {
     K::trim(v);
 }
 
-fn packed<V: Resource + Serialize + DeserializeOwned>(v: V) -> Packed<V> {
+fn packed<V: Resource + Serialize + DeserializeOwned + Dictionary>(v: V) -> Packed<V> {
     Packed::pack(v).expect("a view packs")
 }
 
@@ -120,6 +121,20 @@ fn per_runner(runner: &[u8], deployment: &[u8], service: &[u8]) -> i64 {
     per
 }
 
+/// The packed body of a view decoded from `json` and trimmed by `trim`:
+/// its JSON, LZ4 alone, and LZ4 against the type's dictionary (kept).
+fn body_bytes<V>(json: &[u8], trim: fn(&mut V)) -> (usize, usize, usize)
+where
+    V: Resource + Serialize + DeserializeOwned + Dictionary,
+{
+    let mut v: V = serde_json::from_slice(json).expect("fixture decodes");
+    trim(&mut v);
+    let (_, body) = packed::body_of(v).expect("a view encodes");
+    let alone = lz4_flex::compress_prepend_size(&body).len();
+    let with = lz4_flex::block::compress_prepend_size_with_dict(&body, V::dictionary()).len();
+    (body.len(), alone, with)
+}
+
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/benches/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -141,6 +156,16 @@ fn main() {
     println!("  {:<11} {:<26} {:>8} {:>17}", "kind", "as", "bytes", "MiB per 10,000");
     for (kind, how, bytes) in rows {
         println!("  {kind:<11} {how:<26} {bytes:>8} {:>17.1}", bytes as f64 * 10_000.0 / 1_048_576.0);
+    }
+    println!("packed body bytes (identity typed beside it)");
+    println!("  {:<11} {:>8} {:>10} {:>16}", "kind", "JSON", "LZ4 alone", "LZ4+dictionary");
+    let bodies = [
+        ("Deployment", body_bytes::<DeploymentView>(&deployment, child::<Deployments>)),
+        ("Service", body_bytes::<ServiceView>(&service, child::<Services>)),
+        ("Runner", body_bytes::<Runner>(&runner, trim::runner)),
+    ];
+    for (kind, (json, alone, with)) in bodies {
+        println!("  {kind:<11} {json:>8} {alone:>10} {with:>16}");
     }
     let bytes = per_runner(&runner, &deployment, &service);
     println!("per Runner: {RUNNERS} Runners, each with a Deployment and a Service, in the watches' stores");

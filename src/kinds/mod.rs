@@ -28,6 +28,7 @@ use crate::api::Runner;
 use crate::rollout::Rollout;
 
 pub mod deployment;
+pub mod dictionary;
 pub mod drift;
 pub mod ingress;
 pub mod lean_meta;
@@ -91,8 +92,9 @@ pub trait ChildKind: 'static {
     /// What the manager caches of it: a lean view decoded straight from the
     /// watch stream, or the object itself, trimmed ([`ChildKind::trim`]).
     /// It must hold every field [`ChildKind::desired`] sets (the kind's
-    /// tests check it), or drift would be judged on missing fields.
-    type View: Object;
+    /// tests check it), or drift would be judged on missing fields. Its
+    /// dictionary primes the compression of the cache.
+    type View: Object + dictionary::Dictionary;
     /// Short name in `get -o wide` (`deploy`, `svc`, ...).
     const SHORT: &'static str;
     /// What breaks without write access to this kind, for RBAC and diagnose.

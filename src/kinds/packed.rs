@@ -23,6 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::dictionary::Dictionary;
+
 /// A view `V` as bytes, with the metadata that identifies it.
 pub struct Packed<V> {
     metadata: ObjectMeta,
@@ -42,27 +44,36 @@ impl<V> fmt::Debug for Packed<V> {
     }
 }
 
-impl<V: kube::Resource + Serialize + DeserializeOwned> Packed<V> {
+/// The typed metadata of `view` and the JSON of the rest: what a
+/// [`Packed`] keeps, before compression.
+pub fn body_of<V: kube::Resource + Serialize>(mut view: V) -> serde_json::Result<(ObjectMeta, Vec<u8>)> {
+    let m = view.meta_mut();
+    let metadata = ObjectMeta {
+        name: m.name.take(),
+        namespace: m.namespace.take(),
+        uid: m.uid.take(),
+        resource_version: m.resource_version.take(),
+        generation: m.generation.take(),
+        deletion_timestamp: m.deletion_timestamp.take(),
+        finalizers: m.finalizers.take(),
+        ..Default::default()
+    };
+    Ok((metadata, serde_json::to_vec(&view)?))
+}
+
+impl<V: kube::Resource + Serialize + DeserializeOwned + Dictionary> Packed<V> {
     /// Packs a view (already trimmed as the cache keeps it).
-    pub fn pack(mut view: V) -> serde_json::Result<Self> {
-        let m = view.meta_mut();
-        let metadata = ObjectMeta {
-            name: m.name.take(),
-            namespace: m.namespace.take(),
-            uid: m.uid.take(),
-            resource_version: m.resource_version.take(),
-            generation: m.generation.take(),
-            deletion_timestamp: m.deletion_timestamp.take(),
-            finalizers: m.finalizers.take(),
-            ..Default::default()
-        };
-        let body = lz4_flex::compress_prepend_size(&serde_json::to_vec(&view)?).into_boxed_slice();
+    pub fn pack(view: V) -> serde_json::Result<Self> {
+        let (metadata, json) = body_of(view)?;
+        let body =
+            lz4_flex::block::compress_prepend_size_with_dict(&json, V::dictionary()).into_boxed_slice();
         Ok(Packed { metadata, body, view: PhantomData })
     }
 
     /// The view as it was packed.
     pub fn unpack(&self) -> serde_json::Result<V> {
-        let json = lz4_flex::decompress_size_prepended(&self.body).map_err(serde::de::Error::custom)?;
+        let json = lz4_flex::block::decompress_size_prepended_with_dict(&self.body, V::dictionary())
+            .map_err(serde::de::Error::custom)?;
         let mut view: V = serde_json::from_slice(&json)?;
         let (m, id) = (view.meta_mut(), &self.metadata);
         m.name = id.name.clone();
@@ -74,7 +85,9 @@ impl<V: kube::Resource + Serialize + DeserializeOwned> Packed<V> {
         m.finalizers = id.finalizers.clone();
         Ok(view)
     }
+}
 
+impl<V> Packed<V> {
     /// True when the two hold the same view but for the resourceVersion (a
     /// write that changed only what the cache trims away).
     pub fn same_reads(&self, other: &Self) -> bool {
@@ -123,13 +136,13 @@ where
 
 /// As the view it holds, so generic code that serializes a cached object
 /// sees the same JSON as before.
-impl<V: kube::Resource + Serialize + DeserializeOwned> Serialize for Packed<V> {
+impl<V: kube::Resource + Serialize + DeserializeOwned + Dictionary> Serialize for Packed<V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.unpack().map_err(serde::ser::Error::custom)?.serialize(s)
     }
 }
 
-impl<'de, V: kube::Resource + Serialize + DeserializeOwned> Deserialize<'de> for Packed<V> {
+impl<'de, V: kube::Resource + Serialize + DeserializeOwned + Dictionary> Deserialize<'de> for Packed<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Packed::pack(V::deserialize(d)?).map_err(serde::de::Error::custom)
     }
@@ -150,7 +163,7 @@ mod tests {
     }
 
     /// Every view the watches pack comes back as it went in.
-    fn round_trip<V: Resource<DynamicType = ()> + Serialize + DeserializeOwned>(json: &[u8]) {
+    fn round_trip<V: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Dictionary>(json: &[u8]) {
         let view: V = serde_json::from_slice(json).unwrap();
         let packed = Packed::pack(serde_json::from_slice::<V>(json).unwrap()).unwrap();
         assert_eq!(

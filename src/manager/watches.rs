@@ -25,6 +25,7 @@ use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
+use crate::kinds::dictionary::Dictionary;
 use crate::kinds::packed::Packed;
 use crate::kinds::{self, ChildKind, trim};
 
@@ -138,7 +139,9 @@ where
 
 /// A trimmed view packed for the cache ([`Packed`]); a view that does not
 /// serialize (none does) is logged and left out.
-fn packed<V: kube::Resource + serde::Serialize + serde::de::DeserializeOwned>(view: V) -> Option<Packed<V>> {
+fn packed<V: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Dictionary>(
+    view: V,
+) -> Option<Packed<V>> {
     Packed::pack(view).map_err(|e| warn!(error = %e, "a watched object could not be packed; skipped")).ok()
 }
 
