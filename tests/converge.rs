@@ -13,8 +13,11 @@ use k8s_openapi::api::core::v1::{ResourceQuota, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use kubectl_runner::api::{FIELD_MANAGER, FINALIZER, Phase, RUNNER_UID_LABEL, Runner, RunnerSpec, condition};
-use kubectl_runner::kinds::deployment::Deployments;
+use kubectl_runner::api::{
+    Amounts, FIELD_MANAGER, FINALIZER, Phase, PodSecurity, RUNNER_UID_LABEL, Resources, Runner, RunnerSpec,
+    condition,
+};
+use kubectl_runner::kinds::deployment::{CONTAINER, Deployments};
 use kubectl_runner::kinds::service::Services;
 use kubectl_runner::kinds::{ChildKind, meta};
 use serde_json::{Value, json};
@@ -178,6 +181,52 @@ async fn fields_we_own_are_reverted_when_someone_changes_them() {
     oracle::wait_converged(&ns, "web", true, T, "after edits of our fields").await;
     let selector = svcs.get("web").await.unwrap().spec.unwrap().selector.unwrap();
     assert_eq!(selector, meta::selector_labels(&r), "the extra selector key is gone");
+    mgr.stop_after_cleanup(&ns).await;
+}
+
+/// Dropping an optional field removes what it set, even when nothing
+/// else changes; a field someone else set there stays theirs, and does
+/// not cause a write per pass.
+#[tokio::test]
+async fn dropping_limits_and_the_restricted_profile_removes_them_and_keeps_what_others_set() {
+    let (ns, mgr) = start("cv-drop").await;
+    let cpu = Some(Amounts { cpu: Some("500m".into()), memory: None });
+    let limited =
+        spec(80).resources(Resources { requests: None, limits: cpu }).pod_security(PodSecurity::Restricted);
+    create(&ns, "web", limited).await;
+    oracle::wait_converged(&ns, "web", true, T, "created with limits").await;
+    let deps = ns.api::<Deployment>();
+    let container = |d: &Deployment| d.spec.template.spec.clone().unwrap().containers.remove(0);
+    let edit = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
+    let theirs = json!({ "spec": { "template": { "spec": { "containers": [
+        { "name": CONTAINER, "resources": { "limits": { "memory": "256Mi" } } }
+    ] } } } });
+    deps.patch("web", &edit, &Patch::Strategic(theirs)).await.unwrap();
+    let dropped = json!({ "spec": { "resources": null, "podSecurity": null } });
+    ns.api::<Runner>().patch("web", &PatchParams::default(), &Patch::Merge(dropped)).await.unwrap();
+    let d = wait_for("limits and the security context gone", T, || {
+        let deps = deps.clone();
+        async move {
+            let d = deps.get("web").await.ok()?;
+            let c = container(&d);
+            let cpu_gone =
+                c.resources.as_ref().and_then(|r| r.limits.as_ref()).is_none_or(|l| !l.contains_key("cpu"));
+            (cpu_gone && c.security_context.is_none()).then_some(d)
+        }
+    })
+    .await;
+    let limits = container(&d).resources.and_then(|r| r.limits).unwrap_or_default();
+    assert_eq!(limits.keys().collect::<Vec<_>>(), ["memory"], "their memory limit stays: {limits:?}");
+    let pod = d.spec.template.spec.clone().unwrap();
+    assert!(
+        pod.security_context.unwrap_or_default().run_as_non_root.is_none(),
+        "the Pod's restricted context is gone"
+    );
+    oracle::wait_converged(&ns, "web", true, T, "after the drop").await;
+    // Settled: their field left where it is, no apply per pass.
+    let generation = deps.get("web").await.unwrap().metadata.generation;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(deps.get("web").await.unwrap().metadata.generation, generation, "no further writes");
     mgr.stop_after_cleanup(&ns).await;
 }
 

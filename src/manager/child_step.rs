@@ -11,6 +11,12 @@
 //!   yes    yes     yes    no         yes     yes                TakeOverThenApply
 //!   yes    yes     yes    no         yes     no                 Apply
 //!
+//! Drift is a field we want with another value, or, while the Runner's
+//! spec is new (not yet in its status), a field we may have set and no
+//! longer want ([`removal::removes`]: limits dropped, the restricted
+//! profile turned off). Only then: once the spec is observed, such a field
+//! may be someone else's, and applying at every pass would not remove it.
+//!
 //! A take-over is needed when an entry of ours was renamed by someone else,
 //! or when the child still has fields under our Update entry (it was
 //! created with POST) and the apply must remove one of them
@@ -62,7 +68,8 @@ pub struct Live<'a> {
 /// Runner should not have this child, or is being deleted); `universe` is
 /// what we would apply with every optional spec field on; `delete_sent`
 /// is what the apiserver answered to our DELETE of this very child, if we
-/// sent one (true: gone).
+/// sent one (true: gone); `spec_new` is true while the Runner's status
+/// has not observed its generation.
 pub fn decide(
     rules: &Rules,
     universe: &Value,
@@ -70,6 +77,7 @@ pub fn decide(
     live: Option<Live<'_>>,
     runner_uid: &str,
     delete_sent: Option<bool>,
+    spec_new: bool,
 ) -> Step {
     let Some(live) = live else {
         return if want.is_some() { Step::Create } else { Step::Nothing };
@@ -91,11 +99,11 @@ pub fn decide(
         return Step::Wait;
     }
     let plan = drift::plan(rules, want, live.body);
-    if !plan.apply {
+    let removes = removal::removes(rules, universe, want, live.body);
+    let drifted = plan.apply || (spec_new && removes);
+    if !drifted {
         Step::Nothing
-    } else if !plan.renamed.is_empty()
-        || (managed_fields::needs_upgrade(live.meta) && removal::removes(rules, universe, want, live.body))
-    {
+    } else if !plan.renamed.is_empty() || (managed_fields::needs_upgrade(live.meta) && removes) {
         Step::TakeOverThenApply
     } else {
         Step::Apply
@@ -195,7 +203,24 @@ mod tests {
             ("unwanted, delete still finalizing", None, live(&ours, &same), Some(false), Step::Wait),
         ];
         for (what, want, live, sent, step) in rows {
-            assert_eq!(decide(Services::MERGE, &universe(), want, live, "u1", sent), step, "{what}");
+            assert_eq!(decide(Services::MERGE, &universe(), want, live, "u1", sent, false), step, "{what}");
+        }
+        // Only a key we no longer want is left (the spec dropped `tier`):
+        // removed while the spec is new, then left to whoever holds it.
+        let mut only_tier = label("web");
+        only_tier["metadata"]["labels"]["tier"] = json!("front");
+        let removal_rows = [
+            ("applied before, spec new", live(&ours, &only_tier), true, Step::Apply),
+            ("posted, spec new", live(&ours_posted, &only_tier), true, Step::TakeOverThenApply),
+            ("spec observed", live(&ours, &only_tier), false, Step::Nothing),
+            ("nothing to remove, spec new", live(&ours, &same), true, Step::Nothing),
+        ];
+        for (what, live, spec_new, step) in removal_rows {
+            assert_eq!(
+                decide(Services::MERGE, &universe(), Some(&want), live, "u1", None, spec_new),
+                step,
+                "{what}"
+            );
         }
         // Someone moved our port to another number under our port's name: a
         // take-over, since an apply would add a second port named http.
@@ -203,7 +228,7 @@ mod tests {
             |n: i32| json!({ "spec": { "ports": [{ "name": "http", "port": n, "protocol": "TCP" }] } });
         let (want, renamed) = (port(80), port(81));
         assert_eq!(
-            decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None),
+            decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None, false),
             Step::TakeOverThenApply
         );
     }

@@ -165,7 +165,9 @@ pub async fn reconcile<K: ChildKind>(
         let live_v = live.as_ref().map(serde_json::to_value).transpose().map_err(encode)?;
         let sent = live.as_ref().and_then(|l| ctx.delete_answer(&uid, l.meta().uid.as_deref()?));
         let found = live.as_ref().zip(live_v.as_ref()).map(|(l, body)| Live { meta: l.meta(), body });
-        let step = child_step::decide(K::MERGE, &cache.universe, want_v.as_ref(), found, &uid, sent);
+        let spec_new = !revert::is_revert(runner);
+        let step =
+            child_step::decide(K::MERGE, &cache.universe, want_v.as_ref(), found, &uid, sent, spec_new);
         let ours = |view: &K::View, facts: &mut Facts| {
             K::facts(view, runner, facts);
             Outcome::Ours
