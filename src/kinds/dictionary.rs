@@ -11,7 +11,8 @@
 //! caches keep them (trimmed), with names, UIDs and an image of their own.
 //!
 //! Every type kept packed must have one (`Packed<V>` requires
-//! [`Dictionary`]), so a new child kind without a sample fails the build.
+//! [`Dictionary`], implemented here for each), so a new child kind without
+//! a sample fails the build.
 //! A sample that differs from the objects only costs compression, never
 //! correctness: the same dictionary packs and unpacks, for the process's
 //! lifetime.
@@ -24,16 +25,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::deployment::DeploymentView;
-use super::packed;
+use super::packed::{self, Dictionary};
 use super::service::ServiceView;
 use crate::api::Runner;
-
-/// A type the caches keep packed, with the dictionary its bytes are
-/// compressed against.
-pub trait Dictionary {
-    /// The sample's body as [`packed::Packed`] would compress it.
-    fn dictionary() -> &'static [u8];
-}
 
 /// The body of `sample` (JSON of a `V`) as `Packed` keeps it: what the
 /// dictionary must resemble.

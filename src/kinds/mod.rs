@@ -94,7 +94,7 @@ pub trait ChildKind: 'static {
     /// It must hold every field [`ChildKind::desired`] sets (the kind's
     /// tests check it), or drift would be judged on missing fields. Its
     /// dictionary primes the compression of the cache.
-    type View: Object + dictionary::Dictionary;
+    type View: Object + packed::Dictionary;
     /// Short name in `get -o wide` (`deploy`, `svc`, ...).
     const SHORT: &'static str;
     /// What breaks without write access to this kind, for RBAC and diagnose.

@@ -23,7 +23,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::dictionary::Dictionary;
+/// A type the caches keep packed, with the dictionary its bytes are
+/// compressed against: a typical object of the type, so the bytes hold
+/// mostly what is the object's own (one per type in the sibling module `dictionary`).
+pub trait Dictionary {
+    /// A typical body as [`Packed`] compresses it.
+    fn dictionary() -> &'static [u8];
+}
 
 /// A view `V` as bytes, with the metadata that identifies it.
 pub struct Packed<V> {

@@ -25,8 +25,7 @@ use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
-use crate::kinds::dictionary::Dictionary;
-use crate::kinds::packed::Packed;
+use crate::kinds::packed::{Dictionary, Packed};
 use crate::kinds::{self, ChildKind, trim};
 
 type Events<K> = BoxStream<'static, Result<K, watcher::Error>>;
