@@ -99,15 +99,15 @@ pub fn is_entry_key(key: &str) -> bool {
     !rest.is_empty() && time.len() == 16 && civil.is_some_and(|c| c.is_ok())
 }
 
-/// What the write of one entry comes to, given the ConfigMap as read.
+/// What the write of some entries comes to, given the ConfigMap as read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
-    /// Already there (a retried pass), or older than the newest
-    /// [`MAX_ENTRIES`], so it would be trimmed at once.
+    /// Every entry already there (a retried pass), or older than the
+    /// newest [`MAX_ENTRIES`], so it would be trimmed at once.
     Nothing,
     /// No ConfigMap yet: create this one.
     Create(Box<ConfigMap>),
-    /// A JSON merge patch adding the entry and removing the trimmed ones,
+    /// A JSON merge patch adding the entries and removing the trimmed ones,
     /// guarded by the resourceVersion read (a 409 if it moved on).
     Patch(Value),
     /// A ConfigMap of that name that kubectl-runner did not create: it is
@@ -115,39 +115,46 @@ pub enum Plan {
     Foreign,
 }
 
-/// Pure: how to add `entry` to `live` (None: there is none) in `namespace`.
-pub fn plan(live: Option<&ConfigMap>, namespace: &str, entry: &Entry) -> Plan {
-    let key = entry.key();
+/// Pure: how to add `new` entries to `live` (None: there is none) in
+/// `namespace`, keeping the newest [`MAX_ENTRIES`].
+pub fn plan(live: Option<&ConfigMap>, namespace: &str, new: &[Entry]) -> Plan {
+    let data = live.and_then(|cm| cm.data.clone()).unwrap_or_default();
+    let mut keys: Vec<&str> = data.keys().map(String::as_str).filter(|k| is_entry_key(k)).collect();
+    let added: BTreeMap<String, String> =
+        new.iter().map(|e| (e.key(), e.value())).filter(|(k, _)| !data.contains_key(k)).collect();
+    keys.extend(added.keys().map(String::as_str));
+    keys.sort_unstable();
+    let trimmed = &keys[..keys.len().saturating_sub(MAX_ENTRIES)];
+    let kept: BTreeMap<String, String> = added
+        .iter()
+        .filter(|(k, _)| !trimmed.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let Some(cm) = live else {
-        return Plan::Create(Box::new(ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(CONFIGMAP.into()),
-                namespace: Some(namespace.into()),
-                labels: Some(BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())])),
+        return if kept.is_empty() {
+            Plan::Nothing
+        } else {
+            Plan::Create(Box::new(ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(CONFIGMAP.into()),
+                    namespace: Some(namespace.into()),
+                    labels: Some(BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())])),
+                    ..Default::default()
+                },
+                data: Some(kept),
                 ..Default::default()
-            },
-            data: Some(BTreeMap::from([(key, entry.value())])),
-            ..Default::default()
-        }));
+            }))
+        };
     };
     if !is_ours(cm) {
         return Plan::Foreign;
     }
-    let data = cm.data.clone().unwrap_or_default();
-    if data.contains_key(&key) {
-        return Plan::Nothing;
-    }
-    let mut keys: Vec<&str> = data.keys().map(String::as_str).filter(|k| is_entry_key(k)).collect();
-    keys.push(&key);
-    keys.sort_unstable();
-    let drop = keys.len().saturating_sub(MAX_ENTRIES);
-    let trimmed = &keys[..drop];
-    if trimmed.contains(&key.as_str()) {
+    if kept.is_empty() {
         return Plan::Nothing;
     }
     let mut changes: serde_json::Map<String, Value> =
-        trimmed.iter().map(|k| (k.to_string(), Value::Null)).collect();
-    changes.insert(key.clone(), Value::String(entry.value()));
+        trimmed.iter().filter(|k| data.contains_key(**k)).map(|k| (k.to_string(), Value::Null)).collect();
+    changes.extend(kept.into_iter().map(|(k, v)| (k, Value::String(v))));
     Plan::Patch(json!({
         "metadata": { "resourceVersion": cm.resource_version() },
         "data": changes,
@@ -207,7 +214,7 @@ mod tests {
     }
 
     fn ours(entries: &[Entry]) -> ConfigMap {
-        let Plan::Create(mut cm) = plan(None, "team", &entries[0]) else { panic!("want a create") };
+        let Plan::Create(mut cm) = plan(None, "team", &entries[..1]) else { panic!("want a create") };
         cm.metadata.resource_version = Some("7".into());
         cm.data = Some(entries.iter().map(|e| (e.key(), e.value())).collect());
         *cm
@@ -240,7 +247,7 @@ mod tests {
 
     #[test]
     fn the_first_record_creates_our_configmap() {
-        let Plan::Create(cm) = plan(None, "team", &entry("web", 0)) else { panic!() };
+        let Plan::Create(cm) = plan(None, "team", &[entry("web", 0)]) else { panic!() };
         assert_eq!(cm.metadata.name.as_deref(), Some(CONFIGMAP));
         assert!(is_ours(&cm));
         assert_eq!(entries(&cm).0, vec![entry("web", 0)]);
@@ -249,7 +256,7 @@ mod tests {
     #[test]
     fn a_new_entry_is_a_merge_patch_guarded_by_the_resource_version() {
         let cm = ours(&[entry("a", 0)]);
-        let Plan::Patch(p) = plan(Some(&cm), "team", &entry("b", 5)) else { panic!() };
+        let Plan::Patch(p) = plan(Some(&cm), "team", &[entry("b", 5)]) else { panic!() };
         assert_eq!(p["metadata"]["resourceVersion"], "7");
         let data = p["data"].as_object().unwrap();
         assert_eq!(data.len(), 1, "touches only its own key: {p}");
@@ -257,9 +264,22 @@ mod tests {
     }
 
     #[test]
+    fn entries_waiting_together_go_in_one_patch_or_one_create() {
+        let cm = ours(&[entry("a", 0)]);
+        let Plan::Patch(p) = plan(Some(&cm), "team", &[entry("b", 5), entry("a", 0), entry("c", 6)]) else {
+            panic!()
+        };
+        let keys: Vec<&String> = p["data"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, [&entry("b", 5).key(), &entry("c", 6).key()], "the new ones only: {p}");
+        let many: Vec<Entry> = (0..MAX_ENTRIES as i64 + 2).map(|i| entry(&format!("r{i}"), i)).collect();
+        let Plan::Create(cm) = plan(None, "team", &many) else { panic!() };
+        assert_eq!(entries(&cm).0, many[2..], "the newest fifty");
+    }
+
+    #[test]
     fn a_retried_pass_writes_nothing() {
         let cm = ours(&[entry("a", 0), entry("b", 5)]);
-        assert_eq!(plan(Some(&cm), "team", &entry("b", 5)), Plan::Nothing);
+        assert_eq!(plan(Some(&cm), "team", &[entry("b", 5)]), Plan::Nothing);
     }
 
     #[test]
@@ -267,7 +287,7 @@ mod tests {
         let full: Vec<Entry> = (0..MAX_ENTRIES as i64).map(|i| entry(&format!("r{i}"), i)).collect();
         let mut cm = ours(&full);
         cm.data.as_mut().unwrap().insert("note".into(), "someone's".into());
-        let Plan::Patch(p) = plan(Some(&cm), "team", &entry("new", 1000)) else { panic!() };
+        let Plan::Patch(p) = plan(Some(&cm), "team", &[entry("new", 1000)]) else { panic!() };
         let data = p["data"].as_object().unwrap();
         assert_eq!(data[&full[0].key()], Value::Null, "the oldest goes");
         assert_eq!(data.len(), 2, "one in, one out: {p}");
@@ -275,7 +295,7 @@ mod tests {
         // Two over the limit (an earlier write overshot): both oldest go.
         let mut over = full.clone();
         over.push(entry("late", 60));
-        let Plan::Patch(p) = plan(Some(&ours(&over)), "team", &entry("new", 1000)) else { panic!() };
+        let Plan::Patch(p) = plan(Some(&ours(&over)), "team", &[entry("new", 1000)]) else { panic!() };
         let removed: Vec<&String> =
             p["data"].as_object().unwrap().iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k).collect();
         assert_eq!(removed, [&full[0].key(), &full[1].key()]);
@@ -284,14 +304,14 @@ mod tests {
     #[test]
     fn an_entry_older_than_the_fifty_kept_is_not_written() {
         let full: Vec<Entry> = (0..MAX_ENTRIES as i64).map(|i| entry(&format!("r{i}"), i + 10)).collect();
-        assert_eq!(plan(Some(&ours(&full)), "team", &entry("old", 0)), Plan::Nothing);
+        assert_eq!(plan(Some(&ours(&full)), "team", &[entry("old", 0)]), Plan::Nothing);
     }
 
     #[test]
     fn a_configmap_we_did_not_create_is_left_alone() {
         let mut cm = ours(&[entry("a", 0)]);
         cm.metadata.labels = None;
-        assert_eq!(plan(Some(&cm), "team", &entry("b", 5)), Plan::Foreign);
+        assert_eq!(plan(Some(&cm), "team", &[entry("b", 5)]), Plan::Foreign);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kubectl_runner::api::{FINALIZER, Runner, RunnerSpec};
 use kubectl_runner::deletion_record::{CONFIGMAP, Entry, MAX_ENTRIES, Plan, entries, plan};
-use kubectl_runner::manager::deletion_record::record;
+use kubectl_runner::manager::deletion_record::{BUDGET, record};
 use serde_json::{Value, json};
 use support::{
     ManagerHandle, TestNs, apply_generated_rbac, as_manager_service_account, cli, ensure_crd, wait_for,
@@ -117,16 +117,21 @@ fn entry(i: i64) -> Entry {
     }
 }
 
+/// A writer's deadline, as the manager gives each.
+fn deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + BUDGET
+}
+
 #[tokio::test]
 async fn eight_records_written_at_once_lose_none_and_the_oldest_beyond_fifty_go() {
     let ns = TestNs::new("record-race").await;
     let api = ns.api::<ConfigMap>();
     // 46 entries already: the 8 new ones push out the 4 oldest.
-    let Plan::Create(mut cm) = plan(None, &ns.name, &entry(0)) else { panic!("want a create") };
+    let Plan::Create(mut cm) = plan(None, &ns.name, &[entry(0)]) else { panic!("want a create") };
     cm.data = Some((0..46).map(entry).map(|e| (e.key(), e.value())).collect());
     api.create(&PostParams::default(), &*cm).await.unwrap();
     let new: Vec<Entry> = (100..108).map(entry).collect();
-    let writes = new.iter().map(|e| record(&api, &ns.name, e));
+    let writes = new.iter().map(|e| record(&api, &ns.name, std::slice::from_ref(e), deadline()));
     let results = futures::future::join_all(writes).await;
     let attempts: Vec<u32> = results.into_iter().map(|r| r.expect("recorded").attempts).collect();
     eprintln!("attempts per writer (conflicts re-read): {attempts:?}");
@@ -149,14 +154,14 @@ async fn the_managers_service_account_reads_and_writes_its_record_and_no_other_c
     let as_sa: Api<ConfigMap> = Api::namespaced(sa, &ns.name);
 
     // Its own record: create, get and patch (RBAC may take a moment to settle).
-    let Plan::Create(cm) = plan(None, &ns.name, &entry(0)) else { panic!("want a create") };
+    let Plan::Create(cm) = plan(None, &ns.name, &[entry(0)]) else { panic!("want a create") };
     wait_for("the manager to be allowed to create its record", T, || {
         let (as_sa, cm) = (as_sa.clone(), cm.clone());
         async move { as_sa.create(&PostParams::default(), &*cm).await.ok() }
     })
     .await;
     let got = as_sa.get(CONFIGMAP).await.expect("get its record");
-    let Plan::Patch(p) = plan(Some(&got), &ns.name, &entry(1)) else { panic!("want a patch") };
+    let Plan::Patch(p) = plan(Some(&got), &ns.name, &[entry(1)]) else { panic!("want a patch") };
     as_sa.patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&p)).await.expect("patch its record");
 
     // Nothing else.
@@ -236,7 +241,7 @@ async fn history_escapes_what_someone_wrote_into_the_record_and_names_a_bad_key(
     let mut evil = entry(0);
     evil.name = "web\u{1b}]0;owned\u{7}".into();
     evil.image = "nginx\u{1b}[2J\u{202e}".into();
-    let Plan::Create(mut cm) = plan(None, &ns.name, &entry(0)) else { panic!("want a create") };
+    let Plan::Create(mut cm) = plan(None, &ns.name, &[entry(0)]) else { panic!("want a create") };
     // Keys are validated by the apiserver; values are anyone's text.
     cm.data = Some([(entry(0).key(), evil.value())].into());
     cm.data.as_mut().unwrap().insert("20260105T080001Z.x.y".into(), "\u{1b}[31mnot json".into());

@@ -10,6 +10,7 @@ use kube::runtime::events::Recorder;
 
 use super::child_cache::ChildCache;
 use super::child_write::Writes;
+use super::deletion_record::Queues;
 use super::metrics::Metrics;
 use super::own_writes::Recent;
 use super::pod_problems::PodProblems;
@@ -38,6 +39,8 @@ pub struct Context {
     pub failures: Mutex<HashMap<String, u32>>,
     /// When each Runner's status was written ([`super::status_write`]).
     pub status_clocks: Mutex<HashMap<String, Clock>>,
+    /// Deletion records waiting for their namespace's turn.
+    pub deletion_records: Queues,
 }
 
 impl Context {
@@ -51,6 +54,7 @@ impl Context {
             writes,
             failures: Mutex::default(),
             status_clocks: Mutex::default(),
+            deletion_records: Queues::default(),
         }
     }
 

@@ -12,17 +12,26 @@
 //! - all of it within [`BUDGET`], which also cuts kube's own retries of a
 //!   429 or 503 (minutes, honouring Retry-After).
 //!
+//! The manager's own passes do not race each other for a namespace's one
+//! ConfigMap: they queue their entries ([`Queues`]), and whichever holds
+//! the namespace's turn writes every entry waiting in one patch. Deleting
+//! 100 Runners at once then costs a few writes and no conflict; a conflict
+//! means someone else wrote the record.
+//!
 //! [`next`] decides, [`record`] acts.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::context::Context;
+use super::metrics::Metrics;
 use crate::api::Runner;
 use crate::deletion_record::{CONFIGMAP, Entry, Plan, plan};
 
@@ -85,31 +94,87 @@ pub struct Recorded {
     pub attempts: u32,
 }
 
-/// Writes `runner`'s record before its finalizer is removed. Err: why not,
-/// for the Warning Event; already logged.
-pub async fn write(ctx: &Context, runner: &Runner, orphaned: bool) -> Result<(), String> {
+/// An entry waiting for its namespace's turn, with its deadline and who
+/// awaits the outcome.
+struct Waiting {
+    entry: Entry,
+    deadline: Instant,
+    done: oneshot::Sender<Result<Recorded, String>>,
+}
+
+/// One namespace's waiting entries and its turn.
+#[derive(Default)]
+struct Queue {
+    turn: tokio::sync::Mutex<()>,
+    waiting: Mutex<Vec<Waiting>>,
+}
+
+/// The entries waiting to be written, per namespace (one small queue per
+/// namespace that has seen a deletion).
+#[derive(Default)]
+pub struct Queues(Mutex<HashMap<String, Arc<Queue>>>);
+
+impl Queues {
+    fn of(&self, ns: &str) -> Arc<Queue> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(ns.to_string()).or_default().clone()
+    }
+}
+
+/// Writes `runner`'s record before its finalizer is removed, in its
+/// namespace's turn of `queues`. Err: why not, for the Warning Event;
+/// already logged.
+pub async fn write(
+    client: &kube::Client,
+    metrics: &Metrics,
+    queues: &Queues,
+    runner: &Runner,
+    orphaned: bool,
+) -> Result<(), String> {
     let Some(entry) = Entry::of(runner, orphaned) else { return Ok(()) };
-    let ns = runner.namespace().unwrap_or_default();
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-    match record(&api, &ns, &entry).await {
+    let (name, ns) = (entry.name.clone(), runner.namespace().unwrap_or_default());
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let queue = queues.of(&ns);
+    let (done, outcome) = oneshot::channel();
+    let deadline = Instant::now() + BUDGET;
+    queue.waiting.lock().unwrap_or_else(|e| e.into_inner()).push(Waiting { entry, deadline, done });
+    {
+        // Whoever holds the turn takes every entry waiting, ours included
+        // unless an earlier turn took it.
+        let _turn = queue.turn.lock().await;
+        let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(deadline) = batch.iter().map(|w| w.deadline).min() {
+            let entries: Vec<Entry> = batch.iter().map(|w| w.entry.clone()).collect();
+            let result = record(&api, &ns, &entries, deadline).await;
+            for w in batch {
+                let _ = w.done.send(result.clone());
+            }
+        }
+    }
+    let result = outcome.await.unwrap_or_else(|_| Err("the write of the record was dropped".into()));
+    match result {
         Ok(r) => {
-            ctx.metrics.write("deletion_record");
-            debug!(runner = %entry.name, namespace = %ns, attempts = r.attempts, "deletion recorded");
+            metrics.write("deletion_record");
+            debug!(runner = %name, namespace = %ns, attempts = r.attempts, "deletion recorded");
             Ok(())
         }
         Err(why) => {
-            ctx.metrics.error("deletion_record".into());
-            warn!(runner = %entry.name, namespace = %ns, error = %why, "deletion not recorded; deleting anyway");
+            metrics.error("deletion_record".into());
+            warn!(runner = %name, namespace = %ns, error = %why, "deletion not recorded; deleting anyway");
             Err(format!("the deletion was not recorded in ConfigMap {CONFIGMAP}: {why}"))
         }
     }
 }
 
-/// Adds `entry` to the record in `ns` through `api`, within [`BUDGET`].
-/// Err: why it is not there.
-pub async fn record(api: &Api<ConfigMap>, ns: &str, entry: &Entry) -> Result<Recorded, String> {
-    let deadline = Instant::now() + BUDGET;
-    match tokio::time::timeout_at(deadline, attempts(api, ns, entry, deadline)).await {
+/// Adds `entries` to the record in `ns` through `api`, by `deadline`.
+/// Err: why they are not there.
+pub async fn record(
+    api: &Api<ConfigMap>,
+    ns: &str,
+    entries: &[Entry],
+    deadline: Instant,
+) -> Result<Recorded, String> {
+    match tokio::time::timeout_at(deadline, attempts(api, ns, entries, deadline)).await {
         Ok(result) => result,
         Err(_) => Err(format!("no success within {}s", BUDGET.as_secs())),
     }
@@ -118,13 +183,13 @@ pub async fn record(api: &Api<ConfigMap>, ns: &str, entry: &Entry) -> Result<Rec
 async fn attempts(
     api: &Api<ConfigMap>,
     ns: &str,
-    entry: &Entry,
+    entries: &[Entry],
     deadline: Instant,
 ) -> Result<Recorded, String> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let e = match once(api, ns, entry).await {
+        let e = match once(api, ns, entries).await {
             Ok(true) => return Ok(Recorded { attempts: attempt }),
             Ok(false) => {
                 return Err(format!(
@@ -149,9 +214,9 @@ async fn attempts(
 }
 
 /// One read and write. Ok(false): the ConfigMap is not ours.
-async fn once(api: &Api<ConfigMap>, ns: &str, entry: &Entry) -> kube::Result<bool> {
+async fn once(api: &Api<ConfigMap>, ns: &str, entries: &[Entry]) -> kube::Result<bool> {
     let live = api.get_opt(CONFIGMAP).await?;
-    match plan(live.as_ref(), ns, entry) {
+    match plan(live.as_ref(), ns, entries) {
         Plan::Nothing => {}
         Plan::Foreign => return Ok(false),
         Plan::Create(cm) => {

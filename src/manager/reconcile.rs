@@ -170,7 +170,8 @@ async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool
         }
     }
     // While the Runner and its spec are still there; bounded, never blocking.
-    if let Err(why) = deletion_record::write(ctx, runner, orphan).await {
+    let record = deletion_record::write(&ctx.client, &ctx.metrics, &ctx.deletion_records, runner, orphan);
+    if let Err(why) = record.await {
         publish(ctx, runner, EventType::Warning, deletion_record::REASON_NOT_RECORDED, "Cleanup", why).await;
     }
     remove_finalizer(api, runner).await?;
