@@ -93,3 +93,76 @@ async fn a_transient_failure_is_retried() {
     finalizer_then_deleted_event(&mut handle, reply).await;
     task.await.unwrap().expect("reconcile ok");
 }
+
+/// A deleting Runner of namespace team named `name`, UID `uid`.
+fn deleting(name: &str, uid: &str) -> Arc<crate::api::Runner> {
+    let mut r = runner(Some(vec![FINALIZER]), true);
+    r.metadata.name = Some(name.into());
+    r.metadata.uid = Some(uid.into());
+    Arc::new(r)
+}
+
+#[tokio::test]
+async fn deletions_at_once_wait_for_the_turn_and_the_waiting_go_in_one_patch() {
+    use std::time::Duration;
+    let (ctx, mut handle) = context();
+    let web = tokio::spawn(reconcile(deleting("web", "u1"), ctx.clone()));
+    let (req, first_read) = handle.next_request().await.expect("web reads the record");
+    assert_eq!((req.method().as_str(), req.uri().path()), ("GET", RECORD));
+    // While web's turn is on, the other two queue and send nothing.
+    let others: Vec<_> = [("api", "u2"), ("db", "u3")]
+        .into_iter()
+        .map(|(n, u)| tokio::spawn(reconcile(deleting(n, u), ctx.clone())))
+        .collect();
+    let quiet = tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await;
+    assert!(quiet.is_err(), "a second writer of the record while the first one's turn is on");
+    let not_found = serde_json::to_vec(&conflict("NotFound", 404)).unwrap();
+    first_read.send_response(http::Response::builder().status(404).body(not_found.into()).unwrap());
+    // From here: answer everything, and keep the record's writes.
+    let mut writes = Vec::new();
+    let mut record = Value::Null;
+    while writes.len() < 2 || !web.is_finished() || others.iter().any(|t| !t.is_finished()) {
+        let Ok(Some((req, send))) = tokio::time::timeout(Duration::from_secs(1), handle.next_request()).await
+        else {
+            break;
+        };
+        let (method, path) = (req.method().to_string(), req.uri().path().to_string());
+        let bytes = req.into_body().collect_bytes().await.unwrap();
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let (status, reply) = match (method.as_str(), path.as_str()) {
+            ("GET", RECORD) if record.is_null() => (404, conflict("NotFound", 404)),
+            ("GET", RECORD) => (200, record.clone()),
+            ("POST", "/api/v1/namespaces/team/configmaps") => {
+                writes.push(("create", body.clone()));
+                record = body;
+                record["metadata"]["resourceVersion"] = json!("1");
+                (201, record.clone())
+            }
+            ("PATCH", RECORD) => {
+                writes.push(("patch", body.clone()));
+                (200, record.clone())
+            }
+            (_, p) if p.starts_with("/apis/lab.cloudlab.training/") => {
+                let name = p.rsplit('/').next().unwrap();
+                (200, serde_json::to_value(&*deleting(name, "u")).unwrap())
+            }
+            _ => (201, json!({})),
+        };
+        let resp = http::Response::builder().status(status).body(serde_json::to_vec(&reply).unwrap().into());
+        send.send_response(resp.unwrap());
+    }
+    web.await.unwrap().expect("web reconciled");
+    for t in others {
+        t.await.unwrap().expect("reconciled");
+    }
+    let keys =
+        |v: &Value| v["data"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert_eq!(writes.len(), 2, "web's create, then one patch for the two waiting: {writes:?}");
+    assert_eq!((writes[0].0, keys(&writes[0].1)), ("create", vec!["19700101T001640Z.web.u1".to_string()]));
+    assert_eq!(writes[1].0, "patch");
+    assert_eq!(keys(&writes[1].1), ["19700101T001640Z.api.u2", "19700101T001640Z.db.u3"]);
+    assert_eq!(
+        writes[1].1["metadata"]["resourceVersion"], "1",
+        "guarded by the version read after the create"
+    );
+}
