@@ -1,7 +1,8 @@
 //! Scenario tests of the deletion record in the cleanup pass, against a
 //! mock apiserver (helpers from [`super::reconcile_tests`]): a refusal is
 //! not retried and does not hold the deletion, a conflict re-reads and
-//! keeps the other writer's entry, a transient failure is retried.
+//! keeps the other writer's entry, a transient failure is retried, and
+//! deletions at once take turns, the waiting ones in one patch.
 
 use std::sync::Arc;
 
