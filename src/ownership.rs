@@ -40,6 +40,18 @@ pub fn ownership(child: &ObjectMeta, runner_uid: &str) -> Ownership {
     }
 }
 
+/// Made for the Runner with `runner_uid` (it carries its UID label) and
+/// controlled by nothing: the garbage collector detached it, as it does
+/// for `kubectl delete --cascade=orphan` before it lifts its `orphan`
+/// finalizer. A pass that comes after that lift reads the deletion as
+/// orphaning from the children.
+pub fn orphaned_from(child: &ObjectMeta, runner_uid: &str) -> bool {
+    let labelled = child.labels.as_ref().and_then(|l| l.get(crate::api::RUNNER_UID_LABEL));
+    !runner_uid.is_empty()
+        && labelled.map(String::as_str) == Some(runner_uid)
+        && !child.owner_references.iter().flatten().any(|o| o.controller == Some(true))
+}
+
 /// A child the Runner may not touch, for its status and Events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {
@@ -98,6 +110,15 @@ mod tests {
             "a copied label is not ownership"
         );
         assert_eq!(ownership(&meta(Some(("Runner", "u1", false)), Some("u1")), "u1"), Ownership::Foreign);
+    }
+
+    #[test]
+    fn a_child_made_for_the_runner_and_controlled_by_nothing_was_orphaned() {
+        assert!(orphaned_from(&meta(None, Some("u1")), "u1"));
+        assert!(!orphaned_from(&meta(None, Some("u0")), "u1"), "another Runner's");
+        assert!(!orphaned_from(&meta(None, None), "u1"), "never ours");
+        assert!(!orphaned_from(&meta(Some(("Runner", "u1", true)), Some("u1")), "u1"), "still controlled");
+        assert!(!orphaned_from(&meta(None, Some("")), ""));
     }
 
     #[test]

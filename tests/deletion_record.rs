@@ -122,6 +122,44 @@ fn deadline() -> tokio::time::Instant {
     tokio::time::Instant::now() + BUDGET
 }
 
+/// The garbage collector detaches the children and lifts its `orphan`
+/// finalizer before the manager's pass (here: the manager is down). The
+/// Runner then no longer says it was orphaned; its children do, and the
+/// manager neither deletes them nor records a plain deletion.
+#[tokio::test]
+async fn an_orphaning_deletion_seen_after_the_collector_finished_keeps_the_children_and_says_orphaned() {
+    let ns = TestNs::new("orphan-late").await;
+    ensure_crd(&ns.client).await;
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    create(&ns, "web", RunnerSpec::new("nginx:1.27")).await;
+    wait_finalizer(&ns, "web").await;
+    let deps = ns.api::<Deployment>();
+    wait_for("the Deployment", T, || {
+        let deps = deps.clone();
+        async move { deps.get_opt("web").await.ok().flatten().map(|_| ()) }
+    })
+    .await;
+    mgr.stop().await;
+    ns.api::<Runner>().delete("web", &DeleteParams::orphan()).await.unwrap();
+    let runners = ns.api::<Runner>();
+    wait_for("the collector to detach the children and lift its finalizer", T, || {
+        let (runners, deps) = (runners.clone(), deps.clone());
+        async move {
+            let r = runners.get("web").await.ok()?;
+            let d = deps.get("web").await.ok()?;
+            (r.finalizers() == [FINALIZER] && d.owner_references().is_empty()).then_some(())
+        }
+    })
+    .await;
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    wait_gone(&ns).await;
+    assert!(deps.get_opt("web").await.unwrap().is_some(), "orphaned, not deleted");
+    let out = cli(&["history", "-n", &ns.name, "-o", "json"]).await;
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["items"][0]["orphaned"], true, "{listed}");
+    mgr.stop().await;
+}
+
 #[tokio::test]
 async fn eight_records_written_at_once_lose_none_and_the_oldest_beyond_fifty_go() {
     let ns = TestNs::new("record-race").await;

@@ -10,6 +10,7 @@
 //! ```
 
 use k8s_openapi::Resource as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -119,6 +120,10 @@ pub enum Outcome {
     Ours,
     /// Not wanted and not there (or not ours to remove).
     Gone,
+    /// Not wanted, and detached from the Runner by the garbage collector:
+    /// the Runner's deletion orphans its children
+    /// ([`crate::ownership::orphaned_from`]).
+    Orphaned,
     /// Not wanted, ours, and still finalizing after our DELETE.
     Pending,
     /// The name is taken by an object this Runner does not control.
@@ -159,8 +164,11 @@ pub async fn reconcile<K: ChildKind>(
         v
     });
     let mut live: Option<K::View> = cache.live(&ns, &name)?;
-    // Twice at most: a POST that finds the name taken reads the object, and
-    // a live object is never decided Create.
+    // A POST that finds the name taken reads the object (a live object is
+    // never decided Create); a DELETE whose preconditions fail reads it too,
+    // a few times at most: a child whose status keeps changing is retried
+    // by the next pass.
+    let mut conflicts = 0;
     loop {
         let live_v = live.as_ref().map(serde_json::to_value).transpose().map_err(encode)?;
         let sent = live.as_ref().and_then(|l| ctx.delete_answer(&uid, l.meta().uid.as_deref()?));
@@ -212,7 +220,10 @@ pub async fn reconcile<K: ChildKind>(
             Step::Nothing if want.is_some() => {
                 return Ok(ours(live.as_ref().expect("a wanted child left alone is live"), facts));
             }
-            Step::Nothing => return Ok(Outcome::Gone),
+            Step::Nothing => {
+                let orphaned = live.as_ref().is_some_and(|l| crate::ownership::orphaned_from(l.meta(), &uid));
+                return Ok(if orphaned { Outcome::Orphaned } else { Outcome::Gone });
+            }
             Step::TakeOverThenApply | Step::Apply => {
                 let (live, want_v) =
                     (live.as_ref().expect("Apply has a live child"), want_v.expect("and a want"));
@@ -241,8 +252,20 @@ pub async fn reconcile<K: ChildKind>(
                 };
             }
             Step::Delete => {
-                let child = live.as_ref().and_then(|l| l.meta().uid.clone()).unwrap_or_default();
-                return delete::<K>(ctx, &api, (&ns, &name), &uid, child).await;
+                let meta = live.as_ref().map(|l| l.meta().clone()).unwrap_or_default();
+                match delete::<K>(ctx, &api, (&ns, &name), &uid, meta).await {
+                    // Changed since the cache saw it (the garbage collector
+                    // may have detached it): read it and decide again.
+                    Err(Error::Api { source, .. })
+                        if is_conflict(&source) && conflicts < DELETE_CONFLICTS =>
+                    {
+                        conflicts += 1;
+                        let found =
+                            api.get_opt(&name).await.map_err(|e| Error::api("get", kind, &ns, &name, e))?;
+                        live = found.as_ref().map(view::of).transpose().map_err(encode)?;
+                    }
+                    done => return done,
+                }
             }
         }
     }
@@ -267,18 +290,32 @@ async fn apply<K: ChildKind>(
     Ok(applied)
 }
 
-/// Deletes our child, once, with a UID precondition and background
-/// propagation (the garbage collector removes what it owns in turn).
+/// DELETEs of one child within a pass that may find it changed since read.
+const DELETE_CONFLICTS: usize = 3;
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Deletes our child, once, with background propagation (the garbage
+/// collector removes what it owns in turn). Its UID and resourceVersion as
+/// cached are preconditions: a child detached by the garbage collector
+/// since (an orphaning deletion) is no longer ours to delete. A 409: it
+/// changed since the cache saw it.
 async fn delete<K: ChildKind>(
     ctx: &Writes,
     api: &Api<K::Object>,
     (ns, name): (&str, &str),
     runner_uid: &str,
-    child_uid: String,
+    cached: ObjectMeta,
 ) -> Result<Outcome> {
     let kind = K::Object::KIND;
+    let child_uid = cached.uid.unwrap_or_default();
     let dp = DeleteParams {
-        preconditions: Some(Preconditions { uid: Some(child_uid.clone()), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: Some(child_uid.clone()),
+            resource_version: cached.resource_version,
+        }),
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()
     };

@@ -99,7 +99,7 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
                 let (type_, reason) = (EventType::Warning, condition::REASON_REVERTED);
                 publish(ctx, runner, type_, reason, "Revert", r.note()).await;
             }
-            Outcome::Ours | Outcome::Gone | Outcome::Pending => {}
+            Outcome::Ours | Outcome::Gone | Outcome::Pending | Outcome::Orphaned => {}
         }
     }
     // After the children: the Deployment's rollout says which Pods are current.
@@ -158,16 +158,23 @@ async fn write_status(
 /// child that is still finalizing sends a delete event that brings the
 /// next pass. With `orphan` the garbage collector detaches the children.
 async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool) -> Result<Action> {
+    let mut orphan = orphan;
     if !orphan {
-        let mut pending = false;
+        let (mut pending, mut orphaned) = (false, false);
         for child in ctx.stores.children.iter() {
-            pending |=
-                child.reconcile(&ctx.writes, runner, true, &mut Facts::default()).await? == Outcome::Pending;
+            match child.reconcile(&ctx.writes, runner, true, &mut Facts::default()).await? {
+                Outcome::Pending => pending = true,
+                Outcome::Orphaned => orphaned = true,
+                _ => {}
+            }
         }
         if pending {
             show_terminating(ctx, runner, api).await;
             return Ok(Action::await_change());
         }
+        // The garbage collector lifted its `orphan` finalizer before this
+        // pass: the children it detached say how the Runner went.
+        orphan = orphaned;
     }
     // While the Runner and its spec are still there; bounded, never blocking.
     let record = deletion_record::write(&ctx.client, &ctx.metrics, &ctx.deletion_records, runner, orphan);
