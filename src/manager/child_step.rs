@@ -99,11 +99,12 @@ pub fn decide(
         return Step::Wait;
     }
     let plan = drift::plan(rules, want, live.body);
-    let removes = removal::removes(rules, universe, want, live.body);
-    let drifted = plan.apply || (spec_new && removes);
+    // A walk of the body: only when its answer can matter.
+    let removes = || removal::removes(rules, universe, want, live.body);
+    let drifted = plan.apply || (spec_new && removes());
     if !drifted {
         Step::Nothing
-    } else if !plan.renamed.is_empty() || (managed_fields::needs_upgrade(live.meta) && removes) {
+    } else if !plan.renamed.is_empty() || (managed_fields::needs_upgrade(live.meta) && removes()) {
         Step::TakeOverThenApply
     } else {
         Step::Apply

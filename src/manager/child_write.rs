@@ -169,11 +169,12 @@ pub async fn reconcile<K: ChildKind>(
     // a few times at most: a child whose status keeps changing is retried
     // by the next pass.
     let mut conflicts = 0;
+    // The spec not yet in the status: drift found is the change, not a revert.
+    let spec_new = !revert::is_revert(runner);
     loop {
         let live_v = live.as_ref().map(serde_json::to_value).transpose().map_err(encode)?;
         let sent = live.as_ref().and_then(|l| ctx.delete_answer(&uid, l.meta().uid.as_deref()?));
         let found = live.as_ref().zip(live_v.as_ref()).map(|(l, body)| Live { meta: l.meta(), body });
-        let spec_new = !revert::is_revert(runner);
         let step =
             child_step::decide(K::MERGE, &cache.universe, want_v.as_ref(), found, &uid, sent, spec_new);
         let ours = |view: &K::View, facts: &mut Facts| {
@@ -227,7 +228,7 @@ pub async fn reconcile<K: ChildKind>(
             Step::TakeOverThenApply | Step::Apply => {
                 let (live, want_v) =
                     (live.as_ref().expect("Apply has a live child"), want_v.expect("and a want"));
-                let reverted = match live_v.as_ref().filter(|_| revert::is_revert(runner)) {
+                let reverted = match live_v.as_ref().filter(|_| !spec_new) {
                     Some(body) => match drift::plan(K::MERGE, &want_v, body).drifted {
                         Some(fields) => Some(revert::attribute(&api, kind, &name, &fields).await),
                         None => None,

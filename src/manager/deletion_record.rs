@@ -135,23 +135,22 @@ pub async fn write(
     let (name, ns) = (entry.name.clone(), runner.namespace().unwrap_or_default());
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let queue = queues.of(&ns);
-    let (done, outcome) = oneshot::channel();
+    let (done, mut outcome) = oneshot::channel();
     let deadline = Instant::now() + BUDGET;
     queue.waiting.lock().unwrap_or_else(|e| e.into_inner()).push(Waiting { entry, deadline, done });
-    {
-        // Whoever holds the turn takes every entry waiting, ours included
-        // unless an earlier turn took it.
-        let _turn = queue.turn.lock().await;
-        let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(|e| e.into_inner()));
-        if let Some(deadline) = batch.iter().map(|w| w.deadline).min() {
-            let entries: Vec<Entry> = batch.iter().map(|w| w.entry.clone()).collect();
-            let result = record(&api, &ns, &entries, deadline).await;
-            for w in batch {
-                let _ = w.done.send(result.clone());
-            }
+    // Our entry is written by the turn that takes it: an earlier one (then
+    // the outcome comes without our own turn, and no later batch holds us
+    // up) or ours, which takes every entry waiting.
+    let result = tokio::select! {
+        biased;
+        outcome = &mut outcome => outcome,
+        turn = queue.turn.lock() => {
+            write_waiting(&api, &ns, &queue).await;
+            drop(turn);
+            outcome.await
         }
-    }
-    let result = outcome.await.unwrap_or_else(|_| Err("the write of the record was dropped".into()));
+    };
+    let result = result.unwrap_or_else(|_| Err("the write of the record was dropped".into()));
     match result {
         Ok(r) => {
             metrics.write("deletion_record");
@@ -163,6 +162,18 @@ pub async fn write(
             warn!(runner = %name, namespace = %ns, error = %why, "deletion not recorded; deleting anyway");
             Err(format!("the deletion was not recorded in ConfigMap {CONFIGMAP}: {why}"))
         }
+    }
+}
+
+/// Writes every entry waiting in `queue` in one go, by the earliest of
+/// their deadlines, and tells each waiter the outcome.
+async fn write_waiting(api: &Api<ConfigMap>, ns: &str, queue: &Queue) {
+    let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(|e| e.into_inner()));
+    let Some(deadline) = batch.iter().map(|w| w.deadline).min() else { return };
+    let entries: Vec<Entry> = batch.iter().map(|w| w.entry.clone()).collect();
+    let result = record(api, ns, &entries, deadline).await;
+    for w in batch {
+        let _ = w.done.send(result.clone());
     }
 }
 
