@@ -6,7 +6,10 @@
 //! on its name, its Pods by its UID), however many Runners, as the reads
 //! are. Only the last version of each object is kept, to compare the next
 //! one with; what the window keeps is the attributed [`Write`]s. The
-//! watches' first lists are the starting point, not writes; a watch that
+//! watches' first lists are the starting point, not writes, and are read
+//! from etcd (`MostRecent`): a list served from the apiserver's watch cache
+//! may be seconds behind under load, and the watch would then replay writes
+//! made before the window as if made in it. A watch that
 //! has to list again (its history expired) compares what it lists with
 //! what it had, so writes in between count as one. A watch that fails is a
 //! [`Gap`]; the others go on.
@@ -18,7 +21,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, Event, ListSemantic};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
@@ -128,7 +131,8 @@ fn streams(client: &Client, req: &Request, targets: &[Target]) -> Vec<BoxStream<
                 }
                 (None, false) => watcher::Config::default(),
                 (None, true) => watcher::Config::default().labels(RUNNER_UID_LABEL),
-            };
+            }
+            .list_semantic(ListSemantic::MostRecent);
             let what = format!("watch {} {}", ar.plural, where_(ns));
             let kind: &'static str = kind;
             let events = watcher::watcher(scoped_dynamic(client, ar, ns), config)

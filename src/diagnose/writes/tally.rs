@@ -9,7 +9,10 @@
 //!   spec change explains what follows it for [`Limits::settle`]: the
 //!   status writes of the controllers that act on it (a rollout), and the
 //!   children's writes after the Runner's own spec changed (the manager
-//!   passing the change on). An object in a fight is reported as the fight.
+//!   passing the change on). A status write that moves
+//!   `status.observedGeneration` reports a spec change, made in the window
+//!   or just before it, and is explained too. An object in a fight is
+//!   reported as the fight.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -38,6 +41,11 @@ pub const LIMITS: Limits = Limits {
     min_handovers: 3,
     settle: Duration::from_secs(10),
 };
+
+/// The field a controller writes when it has acted on a spec change: a
+/// write of it is explained even when the change came before the window
+/// (a Deployment's generation also moves with its annotations).
+const OBSERVED_GENERATION: &str = "status.observedGeneration";
 
 /// A writer and how many of the counted writes it made.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,7 +109,8 @@ pub fn tally<'a>(observed: &'a Observed, limits: &Limits) -> Tally<'a> {
             continue;
         }
         let explained = |w: &Write| {
-            (w.status_only && follows(&any_spec, w)) || (o.kind != "Runner" && follows(&runner_spec, w))
+            (w.status_only && (follows(&any_spec, w) || w.fields.iter().any(|f| f == OBSERVED_GENERATION)))
+                || (o.kind != "Runner" && follows(&runner_spec, w))
         };
         let counted: Vec<&Write> = o.writes.iter().filter(|w| !explained(w)).collect();
         let per_minute = counted.len() as f64 / minutes;

@@ -87,6 +87,29 @@ fn a_loop_writing_an_annotation_is_a_storm_naming_the_writer_and_the_field() {
     assert!(!t.runner_generation_changed);
 }
 
+/// A Deployment's generation moves with its annotations too, so the
+/// controller-manager observes each tick; its first status write in the
+/// window observes a tick made before the window. None of its writes is
+/// the storm, which names only the loop.
+#[test]
+fn a_loop_on_a_deployment_annotation_is_the_storm_and_not_the_status_writes_that_observe_it() {
+    let tick = "metadata.annotations[example.org/tick]";
+    let observes = |t| {
+        write(t, by("kube-controller-manager", "Update", "status"), &["status.observedGeneration"], false)
+    };
+    let mut writes = vec![observes(20)];
+    for t in ticks(100, 150) {
+        writes.push(write(t, by("looper", "Update", ""), &[tick], true));
+        writes.push(observes(t + 30));
+    }
+    let o = observed(vec![object("Deployment", "web", writes)]);
+    let t = tally(&o, &LIMITS);
+    assert_eq!(t.storms.len(), 1, "{:#?}", t.storms);
+    let s = &t.storms[0];
+    assert_eq!(s.writers, [Side { writer: by("looper", "Update", ""), writes: 133 }]);
+    assert_eq!(s.fields, [(tick.to_string(), 133)]);
+}
+
 #[test]
 fn storm_and_fight_thresholds() {
     type Case = (&'static str, Observed, usize, usize);
