@@ -118,6 +118,43 @@ async fn children_posted_by_an_earlier_version_are_migrated_and_converge() {
     mgr.stop_after_cleanup(&ns).await;
 }
 
+/// The create-only apply the manager creates children with. A name taken
+/// since the cache looked is answered 409 and the object there is left
+/// exactly as it was (no owner, no field of ours); on a free name the child
+/// is created with our fields under our Apply entry alone, so an apply that
+/// drops one later needs no take-over.
+#[tokio::test]
+async fn a_create_that_finds_the_name_taken_leaves_the_object_there_untouched() {
+    let ns = TestNs::new("cv-create-only").await;
+    ensure_crd(&ns.client).await;
+    // No manager: the test plays its create.
+    let r = ns.api::<Runner>().create(&PostParams::default(), &Runner::new("web", spec(80))).await.unwrap();
+    let services = ns.api::<Service>();
+    let theirs: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": { "selector": { "app": "theirs" }, "ports": [{ "port": 8080 }] },
+    }))
+    .unwrap();
+    let theirs = services.create(&PostParams::default(), &theirs).await.unwrap();
+    let ours = serde_json::to_value(Services::desired(&r).unwrap()).unwrap();
+    let err = kubectl_runner::manager::child_write::create_only(&services, "web", ours.clone())
+        .await
+        .expect_err("the name is taken");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 409), "{err:?}");
+    let after = services.get("web").await.unwrap();
+    assert_eq!(after.resource_version(), theirs.resource_version(), "not written");
+    assert!(after.owner_references().is_empty());
+    assert!(!after.managed_fields().iter().any(|e| e.manager.as_deref() == Some(FIELD_MANAGER)));
+
+    services.delete("web", &DeleteParams::default()).await.unwrap();
+    let created =
+        kubectl_runner::manager::child_write::create_only(&services, "web", ours).await.expect("created");
+    let entries: Vec<(Option<&str>, Option<&str>)> =
+        created.managed_fields().iter().map(|e| (e.manager.as_deref(), e.operation.as_deref())).collect();
+    assert_eq!(entries, [(Some(FIELD_MANAGER), Some("Apply"))]);
+    assert_eq!(created.owner_references()[0].uid, r.uid().unwrap());
+}
+
 #[tokio::test]
 async fn what_others_add_to_a_child_is_kept_and_causes_no_writes() {
     let (ns, mgr) = start("cv-others").await;

@@ -36,8 +36,9 @@ use crate::ownership::{Ownership, ownership};
 /// What to do to a child this pass.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// Wanted and absent from the cache: POST it (the one write that never
-    /// merges into a same-name object someone else made).
+    /// Wanted and absent from the cache: create it, by an apply that fails
+    /// if the name is taken (it never merges into a same-name object
+    /// someone else made).
     Create,
     /// Wanted, and the name is taken by an object the Runner does not
     /// control: leave it alone and say so.

@@ -3,7 +3,7 @@
 //! touches an object the Runner does not control.
 //!
 //! ```text
-//! cache ─► decide ─► Create: POST ─► AlreadyExists? GET, decide again
+//! cache ─► decide ─► Create: create-only apply ─► 409? GET, decide again
 //!                 ─► TakeOverThenApply: guarded JSON patch of managedFields ─► apply
 //!                 ─► Apply: server-side apply, the live UID as precondition
 //!                 ─► Delete: UID precondition, background propagation, once
@@ -11,7 +11,7 @@
 
 use k8s_openapi::Resource as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -191,15 +191,12 @@ pub async fn reconcile<K: ChildKind>(
         };
         match step {
             Step::Create => {
-                let want = want.as_ref().expect("Create is decided only for a wanted child");
-                let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-                match api.create(&pp, want).await {
-                    Ok(created) => {
-                        info!(kind, namespace = %ns, %name, "created");
-                        ctx.metrics.write(&format!("create_{}", kind.to_lowercase()));
-                        return wrote(&created, facts);
-                    }
-                    Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                let want_v = want_v.clone().expect("Create is decided only for a wanted child");
+                match create::<K>(ctx, &api, &name, want_v).await {
+                    Ok(created) => return wrote(&created, facts),
+                    // The name was taken since the cache looked: read it
+                    // and decide again (someone else's is refused).
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
                         let found =
                             api.get(&name).await.map_err(|e| Error::api("get", kind, &ns, &name, e))?;
                         live = Some(view::of(&found).map_err(encode)?);
@@ -270,6 +267,46 @@ pub async fn reconcile<K: ChildKind>(
             }
         }
     }
+}
+
+/// A resourceVersion no object holds: etcd's revisions start at 1 and
+/// the first write makes 2.
+const NO_OBJECT_HOLDS: &str = "1";
+
+/// Creates the child by server-side apply ([`create_only`]), counted.
+async fn create<K: ChildKind>(
+    ctx: &Writes,
+    api: &Api<K::Object>,
+    name: &str,
+    body: Value,
+) -> kube::Result<K::Object> {
+    let created = create_only(api, name, body).await?;
+    info!(kind = K::Object::KIND, namespace = ?created.namespace(), name, "created");
+    ctx.metrics.write(&format!("create_{}", K::Object::KIND.to_lowercase()));
+    Ok(created)
+}
+
+/// Creates `name` from `body` by server-side apply, so our fields are ours
+/// under our Apply entry from the start and a later apply that drops one
+/// removes it (a POST records them under an Update entry, and each child
+/// then needed a take-over, a GET and a patch, before its first apply that
+/// removes anything). The resourceVersion in the body makes it create-only:
+/// the apiserver ignores it when the apply creates, and compares it when
+/// the name is taken, answering 409 without writing. An apply without it
+/// would merge into a same-name object someone made since the cache
+/// looked, and take it over.
+pub async fn create_only<K>(api: &Api<K>, name: &str, mut body: Value) -> kube::Result<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    body["metadata"]["resourceVersion"] = json!(NO_OBJECT_HOLDS);
+    body["apiVersion"] = json!(<K as k8s_openapi::Resource>::API_VERSION);
+    body["kind"] = json!(<K as k8s_openapi::Resource>::KIND);
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await
 }
 
 /// Server-side apply of our fields. The live UID in the body is a

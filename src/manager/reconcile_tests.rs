@@ -189,14 +189,20 @@ async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
     let (ctx, mut handle) = context_with(vec![dep]);
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
-    // The Service is absent from its store: created first.
-    expect(&mut handle, "POST", "/api/v1/namespaces/team/services", json!({ "metadata": { "name": "web" } }))
-        .await;
+    // The Service is absent from its store: created first, by a create-only apply.
+    let svc = expect(
+        &mut handle,
+        "PATCH",
+        "/api/v1/namespaces/team/services/web",
+        json!({ "metadata": { "name": "web" } }),
+    )
+    .await;
+    assert_eq!(svc["metadata"]["resourceVersion"], "1", "create-only: {svc}");
     // Two replicas: the PodDisruptionBudget is absent too, created next.
     let pdb = expect(
         &mut handle,
-        "POST",
-        "/apis/policy/v1/namespaces/team/poddisruptionbudgets",
+        "PATCH",
+        "/apis/policy/v1/namespaces/team/poddisruptionbudgets/web",
         json!({ "metadata": { "name": "web" } }),
     )
     .await;
@@ -245,13 +251,16 @@ pub(super) fn conflict(reason: &str, code: u16) -> Value {
 }
 
 #[tokio::test]
-async fn a_post_that_finds_the_name_taken_reads_it_and_refuses_someone_elses() {
+async fn a_create_that_finds_the_name_taken_reads_it_and_refuses_someone_elses() {
     let r = runner(Some(vec![FINALIZER]), false);
     let (ctx, mut handle) = context_with(vec![]);
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
-    let (m, path, _) = answer(&mut handle, 409, conflict("AlreadyExists", 409)).await;
-    assert_eq!((m.as_str(), path.as_str()), ("POST", "/apis/apps/v1/namespaces/team/deployments"));
+    // A create-only apply: a resourceVersion no object holds, no UID.
+    let (m, path, body) = answer(&mut handle, 409, conflict("Conflict", 409)).await;
+    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/apis/apps/v1/namespaces/team/deployments/web"));
+    assert_eq!(body["metadata"]["resourceVersion"], "1", "{body}");
+    assert!(body["metadata"].get("uid").is_none(), "{body}");
     // The object under the name: someone else's, without an owner.
     let theirs = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "web", "namespace": "team", "uid": "theirs" },
@@ -260,9 +269,12 @@ async fn a_post_that_finds_the_name_taken_reads_it_and_refuses_someone_elses() {
     assert_eq!((m.as_str(), path.as_str()), ("GET", "/apis/apps/v1/namespaces/team/deployments/web"));
     // Nothing more to the Deployment: the Service and the budget are ours to create.
     let (m, path, _) = answer(&mut handle, 201, json!({ "metadata": { "name": "web" } })).await;
-    assert_eq!((m.as_str(), path.as_str()), ("POST", "/api/v1/namespaces/team/services"));
+    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/api/v1/namespaces/team/services/web"));
     let (m, path, _) = answer(&mut handle, 201, json!({ "metadata": { "name": "web" } })).await;
-    assert_eq!((m.as_str(), path.as_str()), ("POST", "/apis/policy/v1/namespaces/team/poddisruptionbudgets"));
+    assert_eq!(
+        (m.as_str(), path.as_str()),
+        ("PATCH", "/apis/policy/v1/namespaces/team/poddisruptionbudgets/web")
+    );
     // The refusal is announced (an Event), then written in the status.
     let (m, _, event) = answer(&mut handle, 201, json!({})).await;
     assert_eq!((m.as_str(), event["reason"].as_str()), ("POST", Some("AdoptionRefused")));
