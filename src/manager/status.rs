@@ -68,12 +68,20 @@ fn verdict(seen: &Observed, r: &Rollout, desired: i32) -> (Phase, String, String
         let text = if msg.is_empty() { reason.clone() } else { format!("{reason}: {msg}") };
         return (phase, reason, text);
     }
-    if !r.caught_up || updated < desired {
-        let msg = format!("{updated}/{desired} replicas updated, {ready_n} ready");
-        return (Phase::Progressing, "RollingOut".into(), msg);
-    }
-    (Phase::Progressing, "Progressing".into(), format!("{ready_n}/{desired} replicas ready"))
+    // One reason for the whole rollout: its steps (replicas updated, then
+    // ready) are progress, said in the message, which is written spaced
+    // ([`super::status_write`]); a reason of their own made each step a
+    // milestone, written at once (a third status write for most rollouts).
+    let msg = if !r.caught_up || updated < desired {
+        format!("{updated}/{desired} replicas updated, {ready_n} ready")
+    } else {
+        format!("{ready_n}/{desired} replicas ready")
+    };
+    (Phase::Progressing, REASON_ROLLING_OUT.into(), msg)
 }
+
+/// The Ready condition's reason while a rollout is underway.
+const REASON_ROLLING_OUT: &str = "RollingOut";
 
 fn refusal(seen: &Observed) -> String {
     let names = seen.refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
@@ -221,6 +229,27 @@ mod tests {
         let s = compute(&runner(1), &with(&d), &now());
         assert_eq!(s.phase, Phase::Progressing);
         assert_eq!(ready_condition(&s).status, "False");
+    }
+
+    /// Not caught up, then replicas updated, then the new ones becoming
+    /// available: progress within one verdict, so only the first status of
+    /// the generation and the last are milestones written at once.
+    #[test]
+    fn a_rollout_keeps_one_verdict_from_its_first_step_to_its_last() {
+        use crate::manager::status_write::{Clock, When, when};
+        let steps = [deployment(2, 1, 2, 2, 2), deployment(2, 2, 1, 2, 3), deployment(2, 2, 2, 1, 2)];
+        let statuses: Vec<RunnerStatus> =
+            steps.iter().map(|d| compute(&runner(2), &with(d), &now())).collect();
+        let verdicts: Vec<(Phase, &str)> =
+            statuses.iter().map(|s| (s.phase, ready_condition(s).reason.as_str())).collect();
+        assert_eq!(verdicts, [(Phase::Progressing, REASON_ROLLING_OUT); 3]);
+        let t = std::time::Instant::now();
+        let clock = Clock { written: Some(t), generation: Some((Some(2), t)) };
+        for pair in statuses.windows(2) {
+            assert!(matches!(when(Some(&pair[0]), &pair[1], &clock, t), When::After(_)), "{pair:#?}");
+        }
+        let done = compute(&runner(2), &with(&deployment(2, 2, 2, 2, 2)), &now());
+        assert_eq!(when(statuses.last(), &done, &clock, t), When::Now, "Available is a milestone");
     }
 
     #[test]
