@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
+use super::packed::Packed;
 use super::view::Labels;
 use super::{ChildKind, Facts, Merge, meta, pod_fields};
 use crate::api::Runner;
@@ -76,6 +77,23 @@ impl ChildKind for Deployments {
 
     fn facts(view: &DeploymentView, runner: &Runner, facts: &mut Facts) {
         facts.rollout = Some(rollout::of(Some(view), runner.spec.replicas));
+    }
+
+    /// Progress only: nothing but the status changed, and the rollout's
+    /// verdict ([`rollout::Rollout::same_verdict`]) is the one it was. A
+    /// rollout's status events come every few hundred milliseconds, and
+    /// each woke a pass that had only progress to write, spaced anyway.
+    fn progress_only(before: &Packed<DeploymentView>, now: &Packed<DeploymentView>) -> bool {
+        let (Ok(mut b), Ok(mut n)) = (before.unpack(), now.unpack()) else { return false };
+        let desired = n.spec.replicas.unwrap_or(1);
+        if !rollout::of(Some(&b), desired).same_verdict(&rollout::of(Some(&n), desired)) {
+            return false;
+        }
+        for v in [&mut b, &mut n] {
+            v.status = None;
+            v.metadata.resource_version = None;
+        }
+        matches!((serde_json::to_value(&b), serde_json::to_value(&n)), (Ok(b), Ok(n)) if b == n)
     }
 
     fn state(d: &Deployment) -> String {
@@ -183,7 +201,7 @@ impl RolloutSource for DeploymentView {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::api::RUNNER_UID_LABEL;
@@ -205,6 +223,36 @@ mod tests {
         let v = as_json(&desired(&r));
         assert_eq!((v["apiVersion"].as_str(), v["kind"].as_str()), (Some("apps/v1"), Some("Deployment")));
         assert!(v.get("status").is_none() && v["spec"].get("strategy").is_none(), "only our fields: {v}");
+    }
+
+    /// A rollout's steps are progress; its end, a label of ours taken
+    /// off, or a spec change are not.
+    #[test]
+    fn only_a_rollout_step_that_keeps_its_verdict_is_progress_only() {
+        let r = runner();
+        let at = |updated: i32, available: i32, total: i32, reason: &str, edit: &dyn Fn(&mut Value)| {
+            let mut v = live_deployment(&r);
+            v["status"] = json!({
+                "observedGeneration": v["metadata"]["generation"], "replicas": total,
+                "updatedReplicas": updated, "readyReplicas": available, "availableReplicas": available,
+                "conditions": [{ "type": "Progressing", "status": "True", "reason": reason,
+                                 "message": "ReplicaSet \"web-2\" is progressing." }],
+            });
+            edit(&mut v);
+            Packed::pack(decode::<DeploymentView>(v)).unwrap()
+        };
+        let step = |u, a, t| at(u, a, t, "ReplicaSetUpdated", &|_| {});
+        let first = step(1, 2, 3);
+        assert!(Deployments::progress_only(&first, &step(2, 2, 3)), "one more replica updated");
+        assert!(Deployments::progress_only(&step(2, 2, 3), &step(2, 1, 3)), "one less available");
+        let done = at(2, 2, 2, "NewReplicaSetAvailable", &|_| {});
+        assert!(!Deployments::progress_only(&step(2, 2, 3), &done), "complete");
+        let unlabelled = at(1, 2, 3, "ReplicaSetUpdated", &|v| {
+            v["metadata"]["labels"].as_object_mut().unwrap().remove(RUNNER_UID_LABEL);
+        });
+        assert!(!Deployments::progress_only(&first, &unlabelled), "a label of ours");
+        let scaled = at(1, 2, 3, "ReplicaSetUpdated", &|v| v["spec"]["replicas"] = json!(5));
+        assert!(!Deployments::progress_only(&first, &scaled), "the spec");
     }
 
     #[test]

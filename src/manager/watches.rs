@@ -17,7 +17,7 @@ use tracing::warn;
 
 use super::child_cache::{Cache, ChildCache};
 use super::context::Stores;
-use super::debounce::debounced;
+use super::debounce::{Lane, debounced};
 use super::own_writes::{Recent, Seen};
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
@@ -96,14 +96,16 @@ fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>>
 /// ([`runner_of_same_name`]): not for the echo of our own write or an event
 /// older than it ([`Recent::observe`]), not for an update that changes
 /// nothing the cache keeps (a pass reads only that), and not for the first
-/// list (the Runners' own first list brings every pass).
+/// list (the Runners' own first list brings every pass). An update that is
+/// progress only ([`ChildKind::progress_only`]) goes in the progress lane.
 fn reflect_and_wake<V>(
     what: &'static str,
     events: impl futures::Stream<Item = Result<watcher::Event<Packed<V>>, watcher::Error>> + Send + 'static,
     mut writer: Writer<Packed<V>>,
     store: Store<Packed<V>>,
     recent: Arc<Recent<Packed<V>>>,
-) -> BoxStream<'static, ObjectRef<Runner>>
+    progress_only: fn(&Packed<V>, &Packed<V>) -> bool,
+) -> BoxStream<'static, (ObjectRef<Runner>, Lane)>
 where
     V: kube::Resource<DynamicType = ()>
         + serde::Serialize
@@ -117,21 +119,22 @@ where
             let wake = match &event {
                 Ok(watcher::Event::Apply(obj)) => match recent.observe(obj) {
                     Seen::Echo | Seen::Older => None,
-                    Seen::Unknown | Seen::Newer => {
-                        let before = store.get(&ObjectRef::from_obj(obj));
-                        before.is_none_or(|b| !b.same_reads(obj)).then(|| obj.clone())
-                    }
+                    Seen::Unknown | Seen::Newer => match store.get(&ObjectRef::from_obj(obj)) {
+                        Some(b) if b.same_reads(obj) => None,
+                        Some(b) if progress_only(&b, obj) => Some((obj.clone(), Lane::Progress)),
+                        _ => Some((obj.clone(), Lane::Now)),
+                    },
                 },
                 Ok(watcher::Event::Delete(obj)) => {
                     recent.forget(obj);
-                    Some(obj.clone())
+                    Some((obj.clone(), Lane::Now))
                 }
                 _ => None,
             };
             if let Ok(event) = &event {
                 writer.apply_watcher_event(event);
             }
-            ready(wake.and_then(runner_of_same_name))
+            ready(wake.and_then(|(obj, lane)| Some((runner_of_same_name(obj)?, lane))))
         })
         .boxed()
 }
@@ -162,7 +165,7 @@ struct ChildWatches<'a> {
     client: &'a Client,
     namespaces: &'a [String],
     caches: Vec<Box<dyn ChildCache>>,
-    triggers: Vec<BoxStream<'static, ObjectRef<Runner>>>,
+    triggers: Vec<BoxStream<'static, (ObjectRef<Runner>, Lane)>>,
 }
 
 impl kinds::Visitor for ChildWatches<'_> {
@@ -177,7 +180,8 @@ impl kinds::Visitor for ChildWatches<'_> {
         let recent = Arc::new(Recent::default());
         let stream = merged_watches(self.client, self.namespaces, config, trimmed, packed, &store);
         let kind = <K::Object as k8s_openapi::Resource>::KIND;
-        self.triggers.push(reflect_and_wake(kind, stream, writer, store.clone(), recent.clone()));
+        let wake = reflect_and_wake(kind, stream, writer, store.clone(), recent.clone(), K::progress_only);
+        self.triggers.push(wake);
         self.caches.push(Box::new(Cache::<K>::new(store, recent)));
     }
 }
