@@ -155,6 +155,53 @@ async fn a_create_that_finds_the_name_taken_leaves_the_object_there_untouched() 
     assert_eq!(created.owner_references()[0].uid, r.uid().unwrap());
 }
 
+/// While the manager is down, someone moves our Service port to 81 under
+/// our port's name, and the user changes the Runner's port to 9090. The
+/// manager applies the new port directly (the usual case: the user's own
+/// change), is refused for the duplicate name, takes the entry over and
+/// applies again, in the same pass: the Runner never reports the child
+/// rejected.
+#[tokio::test]
+async fn a_port_change_meeting_our_port_name_moved_by_someone_else_converges_without_a_rejection() {
+    let (ns, mgr) = start("cv-renamed").await;
+    create(&ns, "web", spec(80)).await;
+    oracle::wait_converged(&ns, "web", true, T, "created").await;
+    mgr.stop().await;
+    let moved = json_patch(json!([{ "op": "replace", "path": "/spec/ports/0/port", "value": 81 }]));
+    let pp = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
+    ns.api::<Service>().patch("web", &pp, &moved).await.unwrap();
+    let port = Patch::Merge(json!({ "spec": { "port": 9090 } }));
+    ns.api::<Runner>().patch("web", &PatchParams::default(), &port).await.unwrap();
+    // Every Ready reason the Runner shows on the way.
+    let reasons = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let watch = tokio::spawn({
+        use futures::StreamExt;
+        let (reasons, runners) = (reasons.clone(), ns.api::<Runner>());
+        async move {
+            let mut events = kube::runtime::watcher(runners, Default::default()).boxed();
+            while let Some(e) = events.next().await {
+                if let Ok(kube::runtime::watcher::Event::Apply(r)) = e
+                    && let Some(c) = ready_condition(&r)
+                {
+                    reasons.lock().unwrap().push(c.reason.clone());
+                }
+            }
+        }
+    });
+    let mgr = ManagerHandle::start(&ns.client, &ns.name);
+    oracle::wait_converged(&ns, "web", true, T, "port 9090").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    watch.abort();
+    let svc = ns.api::<Service>().get("web").await.unwrap();
+    let ports: Vec<(Option<String>, i32)> =
+        svc.spec.unwrap().ports.unwrap().into_iter().map(|p| (p.name, p.port)).collect();
+    assert_eq!(ports, [(Some("http".to_string()), 9090)]);
+    let reasons = reasons.lock().unwrap().clone();
+    assert!(reasons.iter().any(|r| r == "Available"), "the watch saw the end: {reasons:?}");
+    assert!(!reasons.iter().any(|r| r == condition::REASON_CHILD_REJECTED), "{reasons:?}");
+    mgr.stop_after_cleanup(&ns).await;
+}
+
 #[tokio::test]
 async fn what_others_add_to_a_child_is_kept_and_causes_no_writes() {
     let (ns, mgr) = start("cv-others").await;

@@ -20,7 +20,10 @@
 //! A take-over is needed when an entry of ours was renamed by someone else,
 //! or when the child still has fields under our Update entry (it was
 //! created with POST) and the apply must remove one of them
-//! ([`removal::removes`]); a scalar change applies directly.
+//! ([`removal::removes`]); a scalar change applies directly. While the
+//! spec is new, an entry with our entry's name under another key is most
+//! likely ours (the user changed the port): it is applied directly, and
+//! the write path takes over only if the apiserver refuses the apply.
 //!   no     no / not ours / delete answered "gone"               Nothing
 //!   no     ours, delete sent and still finalizing, or deleting  Wait
 //!   no     ours                                                 Delete
@@ -105,7 +108,9 @@ pub fn decide(
     let drifted = plan.apply || (spec_new && removes());
     if !drifted {
         Step::Nothing
-    } else if !plan.renamed.is_empty() || (managed_fields::needs_upgrade(live.meta) && removes()) {
+    } else if (!plan.renamed.is_empty() && !spec_new)
+        || (managed_fields::needs_upgrade(live.meta) && removes())
+    {
         Step::TakeOverThenApply
     } else {
         Step::Apply
@@ -232,6 +237,11 @@ mod tests {
         assert_eq!(
             decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None, false),
             Step::TakeOverThenApply
+        );
+        // The user changed the port (the spec is new): ours, applied directly.
+        assert_eq!(
+            decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None, true),
+            Step::Apply
         );
     }
 }

@@ -232,22 +232,35 @@ pub async fn reconcile<K: ChildKind>(
                     },
                     None => None,
                 };
-                if step == Step::TakeOverThenApply {
-                    match prepare_retrying(ctx, &api, &name, K::MERGE, &want_v).await {
-                        Err(e) if is_rejection(&e) => {
-                            return Ok(Outcome::Rejected(crate::error::describe_kube(&e)));
+                let mut take_over = step == Step::TakeOverThenApply;
+                // Applied directly though an entry carries our entry's name
+                // under another key (a new spec's port change): refused, it
+                // was someone else's entry, taken over before a second apply.
+                let may_take_over = !take_over
+                    && live_v.as_ref().is_some_and(|b| !drift::plan(K::MERGE, &want_v, b).renamed.is_empty());
+                loop {
+                    if take_over {
+                        match prepare_retrying(ctx, &api, &name, K::MERGE, &want_v).await {
+                            Err(e) if is_rejection(&e) => {
+                                return Ok(Outcome::Rejected(crate::error::describe_kube(&e)));
+                            }
+                            other => other.map_err(|e| Error::api("prepare", kind, &ns, &name, e))?,
                         }
-                        other => other.map_err(|e| Error::api("prepare", kind, &ns, &name, e))?,
                     }
+                    let uid = live.meta().uid.as_deref();
+                    return match apply::<K>(ctx, &api, &name, uid, want_v.clone()).await {
+                        Ok(applied) => {
+                            let ours = wrote(&applied, facts)?;
+                            Ok(reverted.map_or(ours, Outcome::Reverted))
+                        }
+                        Err(e) if is_rejection(&e) && may_take_over && !take_over => {
+                            take_over = true;
+                            continue;
+                        }
+                        Err(e) if is_rejection(&e) => Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
+                        Err(e) => Err(Error::api("apply", kind, &ns, &name, e)),
+                    };
                 }
-                return match apply::<K>(ctx, &api, &name, live.meta().uid.as_deref(), want_v).await {
-                    Ok(applied) => {
-                        let ours = wrote(&applied, facts)?;
-                        Ok(reverted.map_or(ours, Outcome::Reverted))
-                    }
-                    Err(e) if is_rejection(&e) => Ok(Outcome::Rejected(crate::error::describe_kube(&e))),
-                    Err(e) => Err(Error::api("apply", kind, &ns, &name, e)),
-                };
             }
             Step::Delete => {
                 let meta = live.as_ref().map(|l| l.meta().clone()).unwrap_or_default();
