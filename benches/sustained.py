@@ -54,10 +54,11 @@ def what(o, verb):
 
 def audit(path, agent):
     """Runner PATCHes by load generator user agent, the manager's successful
-    child writes by Runner name, all its writes as (stage time, failed,
-    what) and its reads (gets, lists) as (stage time, what)."""
+    child writes and status writes by Runner name, all its writes as (stage
+    time, failed, what) and its reads (gets, lists) as (stage time, what)."""
     patches = collections.defaultdict(list)
     children = collections.defaultdict(list)
+    statuses = collections.defaultdict(list)
     writes, reads = [], []
     for raw in open(path):
         try:
@@ -78,15 +79,17 @@ def audit(path, agent):
             writes.append((stage, code if code >= 400 else 0, what(o, verb)))
             if code < 300 and o.get("resource") in CHILDREN and not o.get("subresource") and o.get("name"):
                 children[o["name"]].append((recv, stage))
-    for v in children.values():
+            if code < 300 and o.get("resource") == "runners" and o.get("subresource") == "status":
+                statuses[o.get("name")].append((recv, stage))
+    for v in list(children.values()) + list(statuses.values()):
         v.sort()
-    return patches, children, sorted(writes), sorted(reads)
+    return patches, children, statuses, sorted(writes), sorted(reads)
 
 
 def child_latencies(patches, children):
     """Per change: the PATCH's completion to the completion of the manager's
-    first child write for that Runner received after it (ms); and how many
-    changes no child write followed."""
+    first write (of a child, or of the status) for that Runner received
+    after it (ms); and how many changes no such write followed."""
     ms, missing = [], 0
     for name, t in patches:
         w = children.get(name, [])
@@ -115,12 +118,14 @@ def per(n, changes):
 def manager_rows(out, m):
     d = os.path.join(out, m)
     agent = open(os.path.join(d, "agent")).read().strip()
-    patches, children, writes, reads = audit(os.path.join(d, "audit.log"), agent)
+    patches, children, statuses, writes, reads = audit(os.path.join(d, "audit.log"), agent)
     rates = sorted(int(f[5:-3]) for f in os.listdir(d) if f.startswith("rate-") and f.endswith(".kv"))
     rows, mix = [], collections.Counter()
     for r in rates:
         kv = read_kv(os.path.join(d, f"rate-{r}.kv"))
         ms, missing = child_latencies(patches.get(f"rate-{r}", []), children)
+        # The manager's half of change -> observed; the rest is the watch.
+        st, _ = child_latencies(patches.get(f"rate-{r}", []), statuses)
         a, b = kv.get("window_start", 0), kv.get("window_end", 0)
         win_w, win_r = in_window(writes, a, b), in_window(reads, a, b)
         mix.update(("write", w[2], w[1]) for w in win_w)
@@ -131,7 +136,7 @@ def manager_rows(out, m):
             "writes": per(len(win_w), changes), "reads": per(len(win_r), changes),
             "passes": per(kv.get("passes"), changes),
             "child_p50": pct(ms, 50), "child_p99": pct(ms, 99), "child_max": max(ms) if ms else None,
-            "child_missing": missing,
+            "child_missing": missing, "status_p50": pct(st, 50), "status_p99": pct(st, 99),
             "obs_p50": kv.get("observed_p50_ms"), "obs_p99": kv.get("observed_p99_ms"),
             "obs_missing": kv.get("observed_missing"),
             "failed": sum(1 for w in win_w if w[1]),
@@ -153,6 +158,7 @@ COLUMNS = (  # header, width, key, format
     ("writes/chg", 10, "writes", "{:.2f}"), ("reads/chg", 9, "reads", "{:.2f}"),
     ("passes/chg", 10, "passes", "{:.2f}"), ("child p50", 9, "child_p50", "{:.0f}"),
     ("p99", 6, "child_p99", "{:.0f}"), ("max", 6, "child_max", "{:.0f}"),
+    ("status p50", 10, "status_p50", "{:.0f}"), ("p99", 6, "status_p99", "{:.0f}"),
     ("observed p50", 12, "obs_p50", "{:.0f}"), ("p99", 6, "obs_p99", "{:.0f}"),
     ("failed", 6, "failed", "{}"), ("CPU cores", 9, "cpu", "{:.3f}"), ("RSS MiB", 7, "rss", "{:.1f}"),
     ("peak", 6, "rss_peak", "{:.1f}"), ("drain s", 7, "drain", "{:.1f}"),
@@ -212,6 +218,7 @@ def ratios(rows, flight):
         }
         for key, label, spec in (
                 ("child_p99", "change -> child p99 (ms)", "{:.0f}"),
+                ("status_p99", "change -> status written p99 (ms)", "{:.0f}"),
                 ("obs_p99", "change -> observed p99 (ms)", "{:.0f}"),
                 ("writes", "writes per change", "{:.2f}"), ("reads", "reads per change", "{:.2f}"),
                 ("passes", "passes per change", "{:.2f}"), ("failed", "failed writes", "{}"),
