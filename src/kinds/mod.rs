@@ -142,6 +142,19 @@ pub struct Facts {
     pub routed: bool,
 }
 
+impl Facts {
+    /// Adds what another child taught: a pass brings its children to the
+    /// spec concurrently, each filling its own [`Facts`]. Destructured, so a
+    /// new fact that is not merged fails the build.
+    pub fn merge(&mut self, other: Facts) {
+        let Facts { rollout, routed } = other;
+        if rollout.is_some() {
+            self.rollout = rollout;
+        }
+        self.routed |= routed;
+    }
+}
+
 /// A child kind with its types erased, for code that reads or shows
 /// children of any kind (the CLI, diagnose, RBAC).
 pub trait Kind: Send + Sync {

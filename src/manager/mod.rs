@@ -4,7 +4,7 @@
 //! ```text
 //! watch Runners ──────┐ (trimmed)
 //! watch each kind ────┼─► Controller ─► reconcile: runner_step (pure)
-//!  (kinds::visit)     │     └─► per kind: child_step::decide (pure) ─► child_write ─► Facts
+//!  (kinds::visit)     │     └─► per kind, together: child_step::decide (pure) ─► child_write ─► Facts
 //! watch Pods ─────────┘     └─► status (pure) ─► runner_patch
 //!   (only stuck ones kept: pod_problems)
 //!                 leader Lease, presence Lease, preflight (CRD + permissions), /metrics /healthz /readyz

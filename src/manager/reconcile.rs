@@ -1,6 +1,6 @@
 //! One reconcile pass: decide for the Runner ([`super::runner_step`]), then
-//! for each child kind in turn ([`super::child_cache`], which decides with
-//! [`super::child_step`] and writes with [`super::child_write`]), compute the
+//! for each child kind, concurrently ([`super::child_cache`], which decides
+//! with [`super::child_step`] and writes with [`super::child_write`]), compute the
 //! status (pure [`super::status`]) and write it ([`super::runner_patch`]).
 //! Every step is safe to repeat; a pass that finds nothing to change makes
 //! no API request at all.
@@ -91,8 +91,17 @@ async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
 /// Each child kind brought to the spec, then the status.
 async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
     let mut seen = Observed::default();
-    for child in ctx.stores.children.iter() {
-        match child.reconcile(&ctx.writes, runner, false, &mut seen.facts).await? {
+    // Children of one Runner are independent objects: their writes go out
+    // together, so a change that touches two costs one round trip, not two.
+    let passes = ctx.stores.children.iter().map(|child| async move {
+        let mut facts = Facts::default();
+        let outcome = child.reconcile(&ctx.writes, runner, false, &mut facts).await;
+        outcome.map(|o| (o, facts))
+    });
+    for result in futures::future::join_all(passes).await {
+        let (outcome, facts) = result?;
+        seen.facts.merge(facts);
+        match outcome {
             Outcome::Refused(r) => seen.refused.push(r),
             Outcome::Rejected(message) => seen.rejected.push(message),
             Outcome::Reverted(r) => {

@@ -250,31 +250,69 @@ pub(super) fn conflict(reason: &str, code: u16) -> Value {
             "message": reason, "metadata": {} })
 }
 
+/// Answers the next `n` requests, in whatever order the pass's concurrent
+/// child writes send them, each with what `reply` gives for its method and
+/// path; returns them as (method, path, body) in the order they came.
+async fn answer_each(
+    handle: &mut Handle,
+    n: usize,
+    mut reply: impl FnMut(&str, &str) -> (u16, Value),
+) -> Vec<(String, String, Value)> {
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        let (req, send) = handle.next_request().await.expect("a request");
+        let (method, path) = (req.method().to_string(), req.uri().path().to_string());
+        let bytes = req.into_body().collect_bytes().await.unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        let (status, value) = reply(&method, &path);
+        let resp = Response::builder().status(status).body(Body::from(serde_json::to_vec(&value).unwrap()));
+        send.send_response(resp.unwrap());
+        seen.push((method, path, body));
+    }
+    seen
+}
+
+/// The requests to one path prefix, in order.
+fn to(seen: &[(String, String, Value)], prefix: &str) -> Vec<(String, String, Value)> {
+    seen.iter().filter(|(_, p, _)| p.starts_with(prefix)).cloned().collect()
+}
+
+const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/team/deployments/web";
+
 #[tokio::test]
 async fn a_create_that_finds_the_name_taken_reads_it_and_refuses_someone_elses() {
     let r = runner(Some(vec![FINALIZER]), false);
     let (ctx, mut handle) = context_with(vec![]);
     let reply = serde_json::to_value(&r).unwrap();
     let task = tokio::spawn(reconcile(Arc::new(r), ctx));
-    // A create-only apply: a resourceVersion no object holds, no UID.
-    let (m, path, body) = answer(&mut handle, 409, conflict("Conflict", 409)).await;
-    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/apis/apps/v1/namespaces/team/deployments/web"));
-    assert_eq!(body["metadata"]["resourceVersion"], "1", "{body}");
-    assert!(body["metadata"].get("uid").is_none(), "{body}");
-    // The object under the name: someone else's, without an owner.
+    // The object under the Deployment's name: someone else's, without an owner.
     let theirs = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "web", "namespace": "team", "uid": "theirs" },
         "spec": { "selector": {}, "template": {} } });
-    let (m, path, _) = answer(&mut handle, 200, theirs).await;
-    assert_eq!((m.as_str(), path.as_str()), ("GET", "/apis/apps/v1/namespaces/team/deployments/web"));
-    // Nothing more to the Deployment: the Service and the budget are ours to create.
-    let (m, path, _) = answer(&mut handle, 201, json!({ "metadata": { "name": "web" } })).await;
-    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/api/v1/namespaces/team/services/web"));
-    let (m, path, _) = answer(&mut handle, 201, json!({ "metadata": { "name": "web" } })).await;
-    assert_eq!(
-        (m.as_str(), path.as_str()),
-        ("PATCH", "/apis/policy/v1/namespaces/team/poddisruptionbudgets/web")
-    );
+    let seen = answer_each(&mut handle, 4, |method, path| match (method, path) {
+        ("PATCH", DEPLOYMENT) => (409, conflict("Conflict", 409)),
+        ("GET", DEPLOYMENT) => (200, theirs.clone()),
+        _ => (201, json!({ "metadata": { "name": "web" } })),
+    })
+    .await;
+    // A create-only apply: a resourceVersion no object holds, no UID; on
+    // 409, one read of what holds the name, and nothing more to it.
+    let d = to(&seen, DEPLOYMENT);
+    let d_calls: Vec<_> = d.iter().map(|(m, _, _)| m.as_str()).collect();
+    assert_eq!(d_calls, ["PATCH", "GET"]);
+    assert_eq!(d[0].2["metadata"]["resourceVersion"], "1", "{}", d[0].2);
+    assert!(d[0].2["metadata"].get("uid").is_none(), "{}", d[0].2);
+    // The Service and the budget are ours to create.
+    for prefix in
+        ["/api/v1/namespaces/team/services/web", "/apis/policy/v1/namespaces/team/poddisruptionbudgets/web"]
+    {
+        let calls: Vec<_> = to(&seen, prefix).into_iter().map(|(m, _, _)| m).collect();
+        assert_eq!(calls, ["PATCH"], "{prefix}");
+    }
     // The refusal is announced (an Event), then written in the status.
     let (m, _, event) = answer(&mut handle, 201, json!({})).await;
     assert_eq!((m.as_str(), event["reason"].as_str()), ("POST", Some("AdoptionRefused")));
@@ -302,19 +340,22 @@ async fn a_posted_child_whose_apply_must_remove_a_field_is_taken_over_then_appli
     d.metadata.managed_fields = Some(vec![posted_entry()]);
     let (ctx, mut handle) = context_with(vec![d.clone()]);
     let task = tokio::spawn(reconcile(Arc::new(r.clone()), ctx));
-    let (m, path, _) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
-    assert_eq!(
-        (m.as_str(), path.as_str()),
-        ("GET", "/apis/apps/v1/namespaces/team/deployments/web"),
-        "the take-over reads first"
-    );
-    let (m, _, ops) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
+    // The Deployment's three requests and the Service's create.
+    let live = serde_json::to_value(&d).unwrap();
+    let seen = answer_each(&mut handle, 4, |_, path| {
+        if path == DEPLOYMENT { (200, live.clone()) } else { (201, json!({ "metadata": { "name": "web" } })) }
+    })
+    .await;
+    let d = to(&seen, DEPLOYMENT);
+    assert_eq!(d.len(), 3, "{seen:?}");
+    assert_eq!(d[0].0, "GET", "the take-over reads first");
+    let (m, ops) = (&d[1].0, &d[1].2);
     assert_eq!(m, "PATCH");
     assert_eq!(ops[0], json!({ "op": "test", "path": "/metadata/resourceVersion", "value": "5" }));
     assert_eq!(ops[1]["path"], "/metadata/managedFields");
     assert_eq!(ops[1]["value"][0]["operation"], "Apply", "our Update entry folded into an Apply entry");
-    let (m, path, body) = answer(&mut handle, 200, serde_json::to_value(&d).unwrap()).await;
-    assert_eq!((m.as_str(), path.as_str()), ("PATCH", "/apis/apps/v1/namespaces/team/deployments/web"));
+    let (m, body) = (&d[2].0, &d[2].2);
+    assert_eq!(m, "PATCH");
     assert_eq!(body["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 8080);
     assert_eq!(body["metadata"]["uid"], "d-1", "the live UID as a precondition");
     drop(handle);
