@@ -235,14 +235,8 @@ pub(super) async fn record_created(handle: &mut Handle) -> Value {
 
 /// Answers the next request with `status` and `reply`; returns (method, path, body).
 pub(super) async fn answer(handle: &mut Handle, status: u16, reply: Value) -> (String, String, Value) {
-    let (req, send) = handle.next_request().await.expect("a request");
-    let (method, path) = (req.method().to_string(), req.uri().path().to_string());
-    let bytes = req.into_body().collect_bytes().await.unwrap();
-    let body =
-        if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
-    let resp = Response::builder().status(status).body(Body::from(serde_json::to_vec(&reply).unwrap()));
-    send.send_response(resp.unwrap());
-    (method, path, body)
+    let mut seen = answer_each(handle, 1, |_, _| (status, reply.clone())).await;
+    seen.pop().expect("one request")
 }
 
 pub(super) fn conflict(reason: &str, code: u16) -> Value {
@@ -253,7 +247,7 @@ pub(super) fn conflict(reason: &str, code: u16) -> Value {
 /// Answers the next `n` requests, in whatever order the pass's concurrent
 /// child writes send them, each with what `reply` gives for its method and
 /// path; returns them as (method, path, body) in the order they came.
-async fn answer_each(
+pub(super) async fn answer_each(
     handle: &mut Handle,
     n: usize,
     mut reply: impl FnMut(&str, &str) -> (u16, Value),
