@@ -72,7 +72,7 @@ def audit(path, agent):
         recv, stage = ts(e["requestReceivedTimestamp"]), ts(e["stageTimestamp"])
         if ua.startswith("runner-load/") and verb == "patch" and o.get("resource") == "runners":
             if code < 300 and not o.get("subresource"):
-                patches[ua.split("/", 1)[1]].append((o.get("name"), stage))
+                patches[ua.split("/", 1)[1]].append((o.get("name"), recv, stage))
         elif ua.startswith(agent) and verb in READS:
             reads.append((stage, what(o, verb)))
         elif ua.startswith(agent):
@@ -89,13 +89,15 @@ def audit(path, agent):
 def child_latencies(patches, children):
     """Per change: the PATCH's completion to the completion of the manager's
     first write (of a child, or of the status) for that Runner received
-    after it (ms); and how many changes no such write followed."""
+    after the PATCH was (ms, 0 at least: the watch may deliver the change,
+    and the manager write, before the apiserver logs the PATCH complete);
+    and how many changes no such write followed."""
     ms, missing = [], 0
-    for name, t in patches:
+    for name, recv, t in patches:
         w = children.get(name, [])
-        i = bisect.bisect_left(w, (t, 0.0))
+        i = bisect.bisect_left(w, (recv, 0.0))
         if i < len(w):
-            ms.append(1000 * (w[i][1] - t))
+            ms.append(max(0.0, 1000 * (w[i][1] - t)))
         else:
             missing += 1
     return ms, missing

@@ -34,10 +34,11 @@
 #       every result) / changes sent
 #   child p50/p99/max  audit log: the Runner PATCH (completed) to the
 #       manager's first successful Deployment, Service or Ingress write for
-#       that Runner received after it (completed)
-#   status p50/p99  audit log: the Runner PATCH (completed) to the
-#       manager's first successful status write for that Runner received
-#       after it (completed): the manager's share of change -> observed
+#       that Runner received after the PATCH was (completed; 0 when it
+#       completed first: the watch can deliver a change, and the manager
+#       write for it, before the apiserver logs the PATCH complete)
+#   status p50/p99  the same, to the manager's first successful status
+#       write: the manager's share of change -> observed
 #   observed p50/p99  the PATCH sent to the watch showing
 #       status.observedGeneration at least that generation
 #   failed      the manager's writes answered >= 400 in the window
