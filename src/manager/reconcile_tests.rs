@@ -247,7 +247,7 @@ pub(super) fn conflict(reason: &str, code: u16) -> Value {
 /// Answers the next `n` requests, in whatever order the pass's concurrent
 /// child writes send them, each with what `reply` gives for its method and
 /// path; returns them as (method, path, body) in the order they came.
-pub(super) async fn answer_each(
+async fn answer_each(
     handle: &mut Handle,
     n: usize,
     mut reply: impl FnMut(&str, &str) -> (u16, Value),
