@@ -14,7 +14,7 @@ use super::deletion_record::Queues;
 use super::metrics::Metrics;
 use super::own_writes::Recent;
 use super::pod_problems::PodProblems;
-use super::status_write::Clock;
+use super::status_write::{Clock, Clocks};
 
 /// A cache per child kind ([`crate::kinds::visit`] order) and the Pod
 /// problem view.
@@ -25,6 +25,14 @@ pub struct Stores {
     /// The Runners as our status patches returned them, until the Runner
     /// watch delivers them ([`Recent`]).
     pub own_status: Arc<Recent<crate::api::Runner>>,
+    /// When each Runner's status was written ([`super::status_write`]);
+    /// the child-event debounce reads them too.
+    pub status_clocks: Arc<Clocks>,
+}
+
+/// A Runner's key in the manager's own per-Runner memory.
+pub fn runner_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
 }
 
 /// What every pass shares.
@@ -37,8 +45,6 @@ pub struct Context {
     pub writes: Writes,
     /// Failed passes in a row, per Runner (`namespace/name`): the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
-    /// When each Runner's status was written ([`super::status_write`]).
-    pub status_clocks: Mutex<HashMap<String, Clock>>,
     /// Deletion records waiting for their namespace's turn.
     pub deletion_records: Queues,
 }
@@ -53,7 +59,6 @@ impl Context {
             metrics,
             writes,
             failures: Mutex::default(),
-            status_clocks: Mutex::default(),
             deletion_records: Queues::default(),
         }
     }
@@ -65,6 +70,6 @@ impl Context {
     /// The status clocks; a Runner's goes when nothing in it matters any
     /// more, so they hold only Runners written to in the last seconds.
     pub(super) fn status_clocks(&self) -> MutexGuard<'_, HashMap<String, Clock>> {
-        self.status_clocks.lock().unwrap_or_else(|e| e.into_inner())
+        self.stores.status_clocks.lock()
     }
 }

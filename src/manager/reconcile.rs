@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::child_write::Outcome;
-use super::context::Context;
+use super::context::{Context, runner_key};
 use super::deletion_record;
 use super::retry;
 use super::runner_patch::{add_finalizer, patch_status, remove_finalizer};
@@ -34,7 +34,7 @@ const REFUSED_RECHECK: Duration = Duration::from_secs(60);
 const CLOCKS_KEPT: usize = 256;
 
 fn key(runner: &impl Resource) -> String {
-    format!("{}/{}", runner.namespace().unwrap_or_default(), runner.name_any())
+    runner_key(&runner.namespace().unwrap_or_default(), &runner.name_any())
 }
 
 /// Entry point for the Controller. A pass that succeeds waits for a change
@@ -141,7 +141,9 @@ async fn write_status(
         let mut clocks = ctx.status_clocks();
         let clock = clocks.entry(key.clone()).or_default();
         clock.saw(new.observed_generation, now);
-        status_write::when(runner.status.as_ref(), &new, clock, now)
+        let when = status_write::when(runner.status.as_ref(), &new, clock, now);
+        clock.decided(when, now);
+        when
     };
     match when {
         When::Never => Ok(None),

@@ -7,6 +7,7 @@
 
 use futures::stream::BoxStream;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::future::ready;
 use futures::{StreamExt, stream};
@@ -16,13 +17,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
 
 use super::child_cache::{Cache, ChildCache};
-use super::context::Stores;
+use super::context::{Stores, runner_key};
 use super::debounce::{Lane, debounced};
 use super::own_writes::{Recent, Seen};
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
 use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
+use super::status_write::Clocks;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
 use crate::kinds::packed::{Dictionary, Packed};
@@ -194,6 +196,13 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     let (runners, runner_w) = reflector::store::<CachedRunner>();
     let config = watcher::Config::default().page_size(LIST_PAGE);
     let own_status = Arc::new(Recent::<Runner>::default());
+    let clocks = Arc::new(Clocks::default());
+    let gate = {
+        let clocks = clocks.clone();
+        move |r: &ObjectRef<Runner>| {
+            clocks.gate(&runner_key(r.namespace.as_deref().unwrap_or_default(), &r.name), Instant::now())
+        }
+    };
     let seen = own_status.clone();
     let (store, mut writer) = (runners.clone(), runner_w);
     let runner_stream = merged_watches(client, namespaces, config, trim::runner, packed, &runners)
@@ -236,10 +245,10 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
             .boxed()
     }));
     Watches {
-        stores: Stores { children: children.caches.into(), pods, own_status },
+        stores: Stores { children: children.caches.into(), pods, own_status, status_clocks: clocks },
         runners,
         runner_events: without_errors("Runner", runner_stream).boxed(),
-        child_triggers: debounced(stream::select_all(children.triggers)).map(cached).boxed(),
+        child_triggers: debounced(stream::select_all(children.triggers), gate).map(cached).boxed(),
         pod_triggers: pod_triggers.map(cached).boxed(),
     }
 }
