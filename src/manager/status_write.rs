@@ -16,7 +16,7 @@
 //!   five progress writes, not twenty.
 //!
 //! A write deferred is a pass requeued for when it is due. A progress-only
-//! child event ([`super::debounce::Lane::Progress`]) asks [`Clocks::gate`]
+//! child event (the debounce's progress lane) asks [`Clocks::gate`]
 //! first: a pass before progress is due would only defer it again, and one
 //! already requeued for it reads the newest counts anyway.
 
@@ -98,7 +98,7 @@ pub enum Gate {
     Wait(Duration),
 }
 
-/// Every Runner's [`Clock`], by [`super::context::runner_key`]: passes
+/// Every Runner's [`Clock`], by `namespace/name` (`runner_key`): passes
 /// write them; the child-event debounce reads them ([`Clock::gate`]).
 #[derive(Default)]
 pub struct Clocks(Mutex<HashMap<String, Clock>>);
