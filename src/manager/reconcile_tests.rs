@@ -20,16 +20,7 @@ use crate::kinds::deployment::Deployments;
 pub(super) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 pub(super) fn context() -> (Arc<Context>, Handle) {
-    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let stores = Stores {
-        children: seeded(vec![]),
-        pods: Default::default(),
-        own_status: Default::default(),
-        status_clocks: Default::default(),
-    };
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
-    (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
+    context_with(vec![])
 }
 
 pub(super) fn runner(finalizers: Option<Vec<&str>>, deleting: bool) -> Runner {
