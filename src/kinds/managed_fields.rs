@@ -4,12 +4,13 @@
 //! *Apply* entry in `managedFields` owns it. A child created with POST is
 //! owned by our name under operation *Update*, which the apiserver treats as
 //! another manager: an apply that drops the old port leaves it there, next
-//! to the new one. Children are still created with POST (it is the one
-//! write that can never merge into a same-name object someone else made),
-//! so before the first apply to such a child its Update entry is folded
-//! into our Apply entry, as `kubectl apply --server-side` does when it takes
-//! over from client-side apply. The same step migrates children written by
-//! earlier versions of this manager.
+//! to the new one. Children are created by a create-only apply now, but
+//! earlier versions created them with POST: before the first apply that
+//! must remove such a field, the Update entry is folded into our Apply
+//! entry, as `kubectl apply --server-side` does when it takes over from
+//! client-side apply (`manager::child_step`'s `TakeOver`). The take-over
+//! patch that puts back an entry someone renamed is itself recorded as our
+//! Update entry, folded in the same way by the next take-over.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 use serde_json::Value;

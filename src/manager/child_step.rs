@@ -3,13 +3,18 @@
 //! step; the table test below covers every branch.
 //!
 //! ```text
-//! wanted?  live?   ours?  deleting?  drift?  take-over needed?   step
-//!   yes    no                                                   Create
-//!   yes    yes     no                                           Refuse
-//!   yes    yes     yes    yes                                   Wait
-//!   yes    yes     yes    no         no                         Nothing
-//!   yes    yes     yes    no         yes     yes                TakeOverThenApply
-//!   yes    yes     yes    no         yes     no                 Apply
+//! wanted?  live?   ours?  deleting?  drift?  take-over?              step
+//!   yes    no                                                       Create
+//!   yes    yes     no                                               Refuse
+//!   yes    yes     yes    yes                                       Wait
+//!   yes    yes     yes    no         no                             Nothing
+//!   yes    yes     yes    no         yes     needed                 Apply(First)
+//!   yes    yes     yes    no         yes     if the apply is refused Apply(IfRefused)
+//!   yes    yes     yes    no         yes     no                     Apply(Not)
+//!   no     no / not ours / delete answered "gone"                   Nothing
+//!   no     ours, delete sent and still finalizing, or deleting      Wait
+//!   no     ours                                                     Delete
+//! ```
 //!
 //! Drift is a field we want with another value, or, while the Runner's
 //! spec is new (not yet in its status), a field we may have set and no
@@ -17,17 +22,16 @@
 //! profile turned off). Only then: once the spec is observed, such a field
 //! may be someone else's, and applying at every pass would not remove it.
 //!
-//! A take-over is needed when an entry of ours was renamed by someone else,
-//! or when the child still has fields under our Update entry (it was
-//! created with POST) and the apply must remove one of them
-//! ([`removal::removes`]); a scalar change applies directly. While the
-//! spec is new, an entry with our entry's name under another key is most
-//! likely ours (the user changed the port): it is applied directly, and
-//! the write path takes over only if the apiserver refuses the apply.
-//!   no     no / not ours / delete answered "gone"               Nothing
-//!   no     ours, delete sent and still finalizing, or deleting  Wait
-//!   no     ours                                                 Delete
-//! ```
+//! The take-over ([`TakeOver`]) is the one write besides the apply, and
+//! only two children need it. A child an earlier version created with POST
+//! still has fields under our Update entry, which an apply cannot remove:
+//! it is migrated (the entry folded into our Apply entry) the first time an
+//! apply must remove one of them ([`removal::removes`]); a scalar change
+//! applies directly. And an entry of ours that someone else gave another
+//! key under our entry's name (our port's name on port 81) must be put back
+//! before an apply can converge. While the spec is new such an entry is
+//! most likely the user's own port change, so the apply goes first and the
+//! take-over follows only if the apiserver refuses it.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -48,16 +52,27 @@ pub enum Step {
     Refuse(Ownership),
     /// Ours and on its way out: its delete event brings the next pass.
     Wait,
-    /// Ours and drifted, and an apply alone cannot converge: fold our
-    /// Update entry into our Apply entry, or put ours in place of an entry
-    /// renamed by someone else, then apply.
-    TakeOverThenApply,
-    /// Ours and drifted: apply our fields.
-    Apply,
+    /// Ours and drifted: apply our fields, taking them over first or on
+    /// refusal where an apply alone cannot converge.
+    Apply(TakeOver),
     /// As wanted (or absent, or someone else's, and not wanted).
     Nothing,
     /// Ours and no longer wanted: delete it, once.
     Delete,
+}
+
+/// When an apply needs our fields taken over ([`crate::kinds::managed_fields`]):
+/// one JSON patch, guarded by the resourceVersion, that folds our Update
+/// entry into our Apply entry and puts our entry back where someone else
+/// renamed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakeOver {
+    /// The apply converges by itself.
+    Not,
+    /// Take over, then apply.
+    First,
+    /// Apply; if the apiserver refuses it, take over and apply again.
+    IfRefused,
 }
 
 /// A child as the cache holds it: its metadata and its JSON (without
@@ -106,14 +121,15 @@ pub fn decide(
     // A walk of the body: only when its answer can matter.
     let removes = || removal::removes(rules, universe, want, live.body);
     let drifted = plan.apply || (spec_new && removes());
+    let renamed = !plan.renamed.is_empty();
     if !drifted {
         Step::Nothing
-    } else if (!plan.renamed.is_empty() && !spec_new)
-        || (managed_fields::needs_upgrade(live.meta) && removes())
-    {
-        Step::TakeOverThenApply
+    } else if (renamed && !spec_new) || (managed_fields::needs_upgrade(live.meta) && removes()) {
+        Step::Apply(TakeOver::First)
+    } else if renamed {
+        Step::Apply(TakeOver::IfRefused)
     } else {
-        Step::Apply
+        Step::Apply(TakeOver::Not)
     }
 }
 
@@ -184,21 +200,27 @@ mod tests {
             ("someone else's", Some(&want), live(&foreign, &same), None, Step::Refuse(Ownership::Foreign)),
             ("ours, being deleted", Some(&want), live(&ours_deleting, &moved), None, Step::Wait),
             ("ours and as wanted", Some(&want), live(&ours, &same), None, Step::Nothing),
-            ("ours, drifted", Some(&want), live(&ours, &moved), None, Step::Apply),
-            ("ours, posted, a scalar drifted", Some(&want), live(&ours_posted, &moved), None, Step::Apply),
+            ("ours, drifted", Some(&want), live(&ours, &moved), None, Step::Apply(TakeOver::Not)),
+            (
+                "ours, posted, a scalar drifted",
+                Some(&want),
+                live(&ours_posted, &moved),
+                None,
+                Step::Apply(TakeOver::Not),
+            ),
             (
                 "ours, posted, a key of ours to remove",
                 Some(&want),
                 live(&ours_posted, &with_tier),
                 None,
-                Step::TakeOverThenApply,
+                Step::Apply(TakeOver::First),
             ),
             (
                 "ours, a key to remove, applied before",
                 Some(&want),
                 live(&ours, &with_tier),
                 None,
-                Step::Apply,
+                Step::Apply(TakeOver::Not),
             ),
             ("ours, posted, as wanted", Some(&want), live(&ours_posted, &same), None, Step::Nothing),
             ("unwanted and absent", None, None, None, Step::Nothing),
@@ -217,8 +239,8 @@ mod tests {
         let mut only_tier = label("web");
         only_tier["metadata"]["labels"]["tier"] = json!("front");
         let removal_rows = [
-            ("applied before, spec new", live(&ours, &only_tier), true, Step::Apply),
-            ("posted, spec new", live(&ours_posted, &only_tier), true, Step::TakeOverThenApply),
+            ("applied before, spec new", live(&ours, &only_tier), true, Step::Apply(TakeOver::Not)),
+            ("posted, spec new", live(&ours_posted, &only_tier), true, Step::Apply(TakeOver::First)),
             ("spec observed", live(&ours, &only_tier), false, Step::Nothing),
             ("nothing to remove, spec new", live(&ours, &same), true, Step::Nothing),
         ];
@@ -236,12 +258,13 @@ mod tests {
         let (want, renamed) = (port(80), port(81));
         assert_eq!(
             decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None, false),
-            Step::TakeOverThenApply
+            Step::Apply(TakeOver::First)
         );
-        // The user changed the port (the spec is new): ours, applied directly.
+        // The user changed the port (the spec is new): most likely ours,
+        // applied directly, taken over only if the apiserver refuses that.
         assert_eq!(
             decide(Services::MERGE, &universe(), Some(&want), live(&ours, &renamed), "u1", None, true),
-            Step::Apply
+            Step::Apply(TakeOver::IfRefused)
         );
     }
 }
