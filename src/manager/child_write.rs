@@ -23,11 +23,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use kube::Client;
 
 use super::child_step::{self, Live, Step};
+use super::error::{Error, Result};
 use super::metrics::Metrics;
 use super::own_writes::Recent;
 use super::revert::{self, Revert};
 use crate::api::{FIELD_MANAGER, Runner};
-use crate::error::{Error, Result, is_rejection};
+use crate::error::{ApiError, FromApi, is_rejection};
 use crate::kinds::drift::{self, Rules};
 use crate::kinds::packed::Packed;
 use crate::kinds::{ChildKind, Facts, managed_fields, trim, view};
@@ -267,7 +268,7 @@ pub async fn reconcile<K: ChildKind>(
                 match delete::<K>(ctx, &api, (&ns, &name), &uid, meta).await {
                     // Changed since the cache saw it (the garbage collector
                     // may have detached it): read it and decide again.
-                    Err(Error::Api { source, .. })
+                    Err(Error::Api(ApiError { source, .. }))
                         if is_conflict(&source) && conflicts < DELETE_CONFLICTS =>
                     {
                         conflicts += 1;
