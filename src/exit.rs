@@ -1,19 +1,13 @@
-//! Exit codes (documented in `--help`) and the one mapping from what a
+//! Exit codes (documented in `--help`) and the mappings from what a
 //! command ended with to its code. Below the CLI, which calls it for every
-//! command, so `main` and the in-process tests agree.
-
-use crate::error::Error;
+//! command, so `main` and the in-process tests agree; a failed command's
+//! code is `cli::Error::exit_code`, next to the error it reads.
 
 pub const OK: u8 = 0;
 pub const FAILURE: u8 = 1;
 pub const USAGE: u8 = 2;
 /// `diagnose` found at least one error.
 pub const FINDINGS: u8 = 3;
-
-/// A command that failed: 2 for input it refused before acting, else 1.
-pub fn for_error(e: &Error) -> u8 {
-    if matches!(e, Error::Invalid(_)) { USAGE } else { FAILURE }
-}
 
 /// `diagnose`: 3 with any error finding; else 1 when a `--fix` was declined
 /// (the user asked for a change that did not happen); else 0.
@@ -43,9 +37,7 @@ mod tests {
     }
 
     #[test]
-    fn invalid_input_exits_2_and_any_other_failure_1() {
-        assert_eq!(for_error(&Error::Invalid("x".into())), USAGE);
-        assert_eq!(for_error(&Error::CrdMissing), FAILURE);
+    fn e2e_exits_0_when_every_step_passed_and_1_otherwise() {
         assert_eq!((e2e(true), e2e(false)), (OK, FAILURE));
     }
 }

@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprint!("{}", cli::output::error(&e, &globals.endpoint()));
-            ExitCode::from(exit::for_error(&e))
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FromApi, Result};
 use crate::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
 
 /// `namespace/name` of a ServiceAccount.

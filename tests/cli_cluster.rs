@@ -42,7 +42,7 @@ fn runner(ns: &TestNs, name: &str) -> Runner {
 }
 
 /// The in-process manager for one namespace, stopped when dropped.
-struct Manager(tokio::task::JoinHandle<kubectl_runner::error::Result<()>>);
+struct Manager(tokio::task::JoinHandle<kubectl_runner::manager::Result<()>>);
 
 impl Manager {
     fn start(ns: &TestNs) -> Manager {

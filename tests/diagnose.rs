@@ -259,7 +259,7 @@ async fn a_status_rewritten_in_a_loop_is_churn_and_names_the_writer() {
 
 #[tokio::test]
 async fn an_unknown_runner_fails_and_a_name_with_all_namespaces_is_a_usage_error() {
-    use kubectl_runner::error::Error;
+    use kubectl_runner::cli::Error;
     let ns = TestNs::new("diag-404").await;
     ensure_crd(&ns.client).await;
     match try_diagnose(&["nope", "-n", &ns.name]).await {

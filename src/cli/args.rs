@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::error::{Error, Result};
 use super::output::columns::Columns;
 use super::output::jsonpath::{self, Template};
-use crate::error::{Error, Result};
 
 /// `-o` for `get`: how a list of Runners is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use clap::CommandFactory;
 
+use super::error::Result;
 use super::{Cli, output};
-use crate::error::Result;
 
 const AFTER_HELP: &str = "\
 Examples:

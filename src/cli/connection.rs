@@ -16,7 +16,7 @@ use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use secrecy::SecretString;
 
 use super::args::parse_duration;
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
 use crate::service_account::ServiceAccountRef;
 
 /// Who `--as-service-account` acts as and who `--as` acts as cannot both

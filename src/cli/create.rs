@@ -12,6 +12,7 @@ use kube::api::PostParams;
 use kube::{Resource, ResourceExt};
 
 use super::args::{DryRun, ObjectFormat, parse_duration, validate_name};
+use super::error::{Error, Result};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
@@ -19,7 +20,7 @@ use crate::api::{
     Amounts, DEFAULT_PORT, DEFAULT_REPLICAS, FIELD_MANAGER, PodSecurity, Resources, Runner, RunnerSpec,
 };
 use crate::client::runners;
-use crate::error::{Error, Result};
+use crate::error::FromApi;
 
 pub use super::runner_file::from_manifests;
 
@@ -120,7 +121,7 @@ pub async fn create_runner(ctx: &Ctx, runner: &Runner, server_dry_run: bool) -> 
     let uri = format!("{}&fieldValidation=Strict", req.uri());
     *req.uri_mut() =
         uri.parse().map_err(|e: http::uri::InvalidUri| api_err(kube::Error::HttpError(e.into())))?;
-    ctx.client.request::<Runner>(req).await.map_err(|e| runners::error("create", &ns, &name, e))
+    ctx.client.request::<Runner>(req).await.map_err(|e| runners::error("create", &ns, &name, e).into())
 }
 
 pub use crate::api::is_ready;

@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 
 use super::args::{parse_duration, validate_name};
+use super::error::{Error, Result};
 use super::output;
 use super::progress::{self, Answer, Progress, Terminal};
 use super::selection::{self, SelectFlags, Selection};
@@ -20,7 +21,7 @@ use super::{Ctx, Globals};
 use crate::api::Runner;
 use crate::client::children::{self, Children};
 use crate::client::runners;
-use crate::error::{Error, Result, is_not_found};
+use crate::error::{FromApi, is_not_found};
 use k8s_openapi::api::core::v1::Pod;
 
 const AFTER_HELP: &str = "\

@@ -10,11 +10,12 @@ use kube::api::{Api, ListParams};
 
 use super::args::validate_name;
 use super::child_summary;
+use super::error::{Error, Result};
 use super::output;
 pub use super::output::describe::Description;
 use super::{Ctx, Globals};
 use crate::client::children;
-use crate::error::{Error, Result};
+use crate::error::FromApi;
 
 /// How many Events `describe` shows, newest last.
 pub const MAX_EVENTS: usize = 20;

@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::ValueEnum;
 
 use super::args::parse_duration;
+use super::error::{Error, Result};
 use super::{Ctx, Globals, exit, output};
 use crate::diagnose::snapshot::{ServiceAccountRef, Thresholds};
 use crate::diagnose::{self, Request, fix};
-use crate::error::{Error, Result};
 
 const AFTER_HELP: &str = "\
 Checks, in order: the installation (cluster reachable, CRD present, served and

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use super::error::{Error, Result};
 use super::{Globals, output};
 use crate::e2e::{self, Options};
-use crate::error::{Error, Result};
 
 const EXAMPLES: &str = "\
 What it creates: a namespace runner-e2e-XXXXXX (labelled lab.cloudlab.training/e2e=true),

@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 
 use super::args::{GetFormat, GetOutput, GetOutputParser, parse_sort_by};
+use super::error::{Error, Result};
 use super::output::columns::{Columns, TabWriter};
 use super::output::jsonpath::Template;
 use super::output::{self, TableOpts};
@@ -18,7 +19,6 @@ use super::{Ctx, Globals};
 use crate::api::Runner;
 use crate::client::children;
 use crate::client::runners;
-use crate::error::{Error, Result};
 
 const AFTER_HELP: &str = "\
 Templates, as kubectl's: -o jsonpath=TEMPLATE prints text around {...}

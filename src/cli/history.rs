@@ -10,10 +10,11 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use super::args::validate_name;
+use super::error::{Error, Result};
 use super::output::{self, history::Deleted};
 use super::{Globals, exit};
 use crate::deletion_record::{CONFIGMAP, entries, is_ours};
-use crate::error::{Error, Result};
+use crate::error::FromApi;
 
 const AFTER_HELP: &str = "\
 The manager records each Runner it finalizes in the ConfigMap runner-deletions

@@ -8,12 +8,13 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 
 use super::args::{DryRun, parse_duration};
+use super::error::{Error, Result};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
 use crate::api::FIELD_MANAGER;
 use crate::client::scoped_dynamic;
-use crate::error::{Error, Result, is_not_found};
+use crate::error::{FromApi, is_not_found};
 use crate::manifests::{self, Manifest, RbacScope};
 
 const INSTALL_HELP: &str = "\
@@ -106,7 +107,7 @@ pub async fn install(
 }
 
 async fn wait_established(ctx: &Ctx, timeout: Duration) -> Result<()> {
-    crate::client::wait_crd_established(&ctx.client, timeout).await
+    Ok(crate::client::wait_crd_established(&ctx.client, timeout).await?)
 }
 
 pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {

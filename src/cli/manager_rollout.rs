@@ -9,7 +9,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
+use crate::error::FromApi;
 use crate::manager::pod_view::PodView;
 use crate::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
 use crate::rollout::{self, Rollout};

@@ -1,8 +1,8 @@
 //! `kubectl runner manifests [crd|rbac|manager|all]`: the generated YAML,
 //! exactly what `install` applies, for GitOps or review.
 
+use super::error::Result;
 use super::output;
-use crate::error::Result;
 use crate::manifests::{self, DEFAULT_MANAGER_IMAGE, Manifest, RbacScope};
 
 const AFTER_HELP: &str = "\

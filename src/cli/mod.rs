@@ -6,7 +6,6 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::error::{Error, Result};
 use crate::service_account::ServiceAccountRef;
 
 pub mod args;
@@ -18,6 +17,7 @@ pub mod delete;
 pub mod describe;
 pub mod diagnose;
 pub mod e2e;
+pub mod error;
 pub mod get;
 pub mod history;
 pub mod install;
@@ -32,6 +32,7 @@ pub mod selection;
 pub mod uninstall;
 
 pub use crate::exit;
+pub use error::{Error, Result};
 
 const AFTER_HELP: &str = "\
 Exit codes:

@@ -20,9 +20,10 @@ use serde::Serialize;
 
 use super::args::GetFormat;
 use super::child_summary;
+use super::error::{Error, Result};
 use crate::api::{GROUP, Runner, condition};
 use crate::client::children::Children;
-use crate::error::{Error, Result};
+use crate::error::ApiError;
 
 pub mod columns;
 pub mod describe;
@@ -53,7 +54,7 @@ pub fn emit(text: &str) -> Result<()> {
 /// down, DNS, TLS, timeout, 401, 403) is kubectl's kind of line, naming the
 /// server `at` or the user and verb, and what to check.
 pub fn error(e: &Error, at: &failure::Endpoint) -> String {
-    if let Error::Api { source, .. } = e
+    if let Error::Api(ApiError { source, .. }) = e
         && let Some(kind) = crate::client::failure::classify(source)
     {
         return format!("error: {}\n", Safe::new(failure::line(&kind, at)));
@@ -62,7 +63,7 @@ pub fn error(e: &Error, at: &failure::Endpoint) -> String {
         Error::Invalid(msg) => return format!("error: {}\n", Safe::multiline(msg)),
         e => format!("error: {}\n", Safe::multiline(e.to_string())),
     };
-    if matches!(e, Error::Api { .. }) {
+    if matches!(e, Error::Api(_)) {
         return out;
     }
     let mut src = std::error::Error::source(e);

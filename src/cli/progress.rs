@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::error::{Error, Result};
 use super::output::Safe;
-use crate::error::{Error, Result};
 
 /// Which of our streams a human is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

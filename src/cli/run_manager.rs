@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use super::Globals;
 use super::diagnose::parse_service_account;
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
 use crate::manager::{self, Config};
 use crate::service_account::{MANAGER_SERVICE_ACCOUNT, ServiceAccountRef};
 

@@ -16,10 +16,10 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::args::validate_name;
+use super::error::{Error, Result};
 use crate::api::{
     MAX_HOST_LEN, MAX_IMAGE_LEN, MAX_PORT, MAX_REPLICAS, MIN_PORT, MIN_REPLICAS, Runner, RunnerSpec,
 };
-use crate::error::{Error, Result};
 
 /// A Runner as a file may hold it. Every field is known, at the top level as
 /// in `spec` (whose type denies unknown fields), so a typo such as `specs:`

@@ -10,13 +10,14 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::args::{ObjectFormat, parse_duration, validate_name};
+use super::error::{Error, Result};
 use super::output;
 use super::progress::Progress;
 use super::selection::{self, SelectFlags, Selection};
 use super::{Ctx, Globals};
 use crate::api::{FIELD_MANAGER, Runner, RunnerSpec};
 use crate::client::runners;
-use crate::error::{Error, Result, is_failed_test};
+use crate::error::is_failed_test;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -104,7 +105,7 @@ pub async fn scale(ctx: &Ctx, ns: &str, name: &str, replicas: i32, current: Opti
             let (namespace, name) = (ns.to_string(), name.to_string());
             Err(Error::ScalePrecondition { namespace, name, expected: current.unwrap_or_default(), actual })
         }
-        Err(e) => Err(runners::error("scale", ns, name, e)),
+        Err(e) => Err(runners::error("scale", ns, name, e).into()),
     }
 }
 

@@ -6,9 +6,9 @@
 use kube::ResourceExt;
 
 use super::Ctx;
+use super::error::{Error, Result};
 use crate::api::Runner;
 use crate::client::runners;
-use crate::error::{Error, Result};
 
 /// `--all` and `-l`, flattened into the verbs that select Runners.
 #[derive(Debug, Clone, Default, clap::Args)]

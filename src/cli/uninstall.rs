@@ -11,12 +11,13 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams};
 
 use super::args::parse_duration;
+use super::error::{Error, Result};
 use super::output;
 use super::progress::{Progress, confirm};
 use super::{Ctx, Globals};
 use crate::api::{FINALIZER, Runner, remove_finalizer_patch};
 use crate::client::{runners, scoped_dynamic};
-use crate::error::{Error, Result, is_not_found};
+use crate::error::{FromApi, is_not_found};
 use crate::manifests::{self, INSTALLED_BY_LABEL, INSTALLED_BY_VALUE, RbacScope};
 
 const UNINSTALL_HELP: &str = "\
@@ -97,8 +98,8 @@ pub fn refusal(runners: &[Runner], force: bool) -> Option<Error> {
 /// Runners in all namespaces; none when the CRD is absent.
 async fn all_runners(ctx: &Ctx) -> Result<Vec<Runner>> {
     match runners::list(&ctx.client, None, None).await {
-        Err(Error::CrdMissing) => Ok(Vec::new()),
-        other => other,
+        Err(crate::error::Error::CrdMissing) => Ok(Vec::new()),
+        other => Ok(other?),
     }
 }
 

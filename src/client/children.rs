@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::RUNNER_UID_LABEL;
 use crate::client::scoped_dynamic;
-use crate::error::{Error, Result};
+use crate::error::{Error, FromApi, Result};
 use crate::kinds::{self, Kind};
 
 /// One child object found, and its kind.

@@ -7,7 +7,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use crate::api::Runner;
-use crate::error::{Error, Result, is_not_found};
+use crate::error::{Error, FromApi, Result, is_not_found};
 
 /// The Runner `Api` in `ns`, or in all namespaces when `None`.
 pub fn api(client: &Client, ns: Option<&str>) -> Api<Runner> {
@@ -70,6 +70,6 @@ mod tests {
     fn a_404_for_the_resource_type_means_the_crd_is_missing_and_one_for_a_name_does_not() {
         assert!(matches!(error("get", "ns", "web", status(404, "404 page not found")), Error::CrdMissing));
         let gone = status(404, "runners.lab.cloudlab.training \"web\" not found");
-        assert!(matches!(error("get", "ns", "web", gone), Error::Api { .. }));
+        assert!(matches!(error("get", "ns", "web", gone), Error::Api(_)));
     }
 }

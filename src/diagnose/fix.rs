@@ -11,7 +11,39 @@ use kube::{Client, ResourceExt};
 use super::checks::finalizer;
 use super::snapshot::Snapshot;
 use crate::api::{FINALIZER, Runner};
-use crate::error::{Error, Result};
+use crate::error::{ApiError, FromApi};
+
+/// Result with the fix's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why `--fix` left a finalizer in place: the Runner is not the one the
+/// snapshot saw, or a child came back. Both are the promise not yet kept,
+/// so nothing is removed; the CLI reports it and exits non-zero.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+
+    /// Reading the children failed for a reason of the shared client layer.
+    #[error(transparent)]
+    Read(crate::error::Error),
+
+    #[error("Runner {namespace}/{name} was re-created meanwhile; not touching it")]
+    FixRecreated { namespace: String, name: String },
+
+    #[error("Runner {namespace}/{name} still has children ({}); not removing {}", .children.join(", "), FINALIZER)]
+    FixChildrenRemain { namespace: String, name: String, children: Vec<String> },
+}
+
+/// An API failure stays an [`Error::Api`], whichever layer made it.
+impl From<crate::error::Error> for Error {
+    fn from(e: crate::error::Error) -> Self {
+        match e {
+            crate::error::Error::Api(e) => Error::Api(e),
+            other => Error::Read(other),
+        }
+    }
+}
 
 /// A Runner whose finalizer may be removed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 //!                                                                    ▼
 //!                                                              Report (data: the CLI renders it)
 //! ```
+pub mod error;
 pub mod oracle;
 pub mod report;
 pub mod steps;
@@ -24,7 +25,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 pub use report::{Report, StepResult};
 
 use crate::api::CRD_NAME;
-use crate::error::{Error, Result};
+use crate::error::FromApi;
+pub use error::{Error, Result};
 
 /// Label on the namespaces e2e creates.
 pub const E2E_LABEL: &str = "lab.cloudlab.training/e2e";
@@ -108,7 +110,7 @@ async fn clean_up(client: &Client, ns: &str, installed_crd: bool) {
 /// A manager reconciling only the e2e namespace, in this process.
 struct InProcessManager {
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<()>>,
+    task: tokio::task::JoinHandle<crate::manager::Result<()>>,
 }
 
 impl InProcessManager {

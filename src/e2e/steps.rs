@@ -13,9 +13,10 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::Options;
+use super::error::{Error, Result};
 use crate::api::{Runner, RunnerSpec, condition};
 use crate::client::children::{self, Children};
-use crate::error::{Error, Result};
+use crate::error::FromApi;
 use crate::ownership::{Ownership, ownership};
 
 /// What every step needs.

@@ -7,8 +7,8 @@ use futures::future::BoxFuture;
 
 pub use super::child_write::Cache;
 use super::child_write::{self, Outcome, Writes};
+use super::error::Result;
 use crate::api::Runner;
-use crate::error::Result;
 use crate::kinds::{ChildKind, Facts};
 
 /// A child kind's cache, as the manager iterates over it.

@@ -27,9 +27,10 @@ pub use deletes::Writes;
 pub use requests::create_only;
 
 use super::child_step::{self, Live, Step, TakeOver};
+use super::error::{Error, Result};
 use super::revert::{self, Revert};
 use crate::api::Runner;
-use crate::error::{Error, Result, is_rejection};
+use crate::error::{FromApi, is_rejection};
 use crate::kinds::drift;
 use crate::kinds::packed::Packed;
 use crate::kinds::{ChildKind, Facts, trim, view};

@@ -15,13 +15,13 @@ use kube::runtime::events::{Recorder, Reporter};
 use tracing::{info, warn};
 
 use super::context::{Context, Stores};
+use super::error::{Error, Result};
 use super::leader::{self, Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::metrics_auth::MetricsAuth;
 use super::reconcile::{error_policy, reconcile};
 use super::server::{Phase, Readiness};
 use super::{preflight, presence, server, watches};
-use crate::error::{Error, Result};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 
 /// How the manager runs.

@@ -24,7 +24,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
+use crate::error::FromApi;
 
 /// Lease timing: controller-runtime's defaults.
 #[derive(Debug, Clone)]

@@ -18,7 +18,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use tracing::warn;
 
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
+use crate::error::FromApi;
 use crate::rbac::{METRICS_PATH, METRICS_VERB};
 
 /// The answer to one scrape.

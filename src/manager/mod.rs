@@ -16,6 +16,7 @@ pub mod context;
 pub mod controller;
 pub mod debounce;
 pub mod deletion_record;
+pub mod error;
 pub mod leader;
 pub mod metrics;
 pub mod metrics_auth;
@@ -37,6 +38,7 @@ pub mod status_write;
 pub mod watches;
 
 pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};
+pub use error::{Error, Result};
 
 #[cfg(test)]
 mod deletion_record_tests;

@@ -7,8 +7,9 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, ListParams, PostParams};
 
+use super::error::{Error, Result};
 use crate::api::Runner;
-use crate::error::{Error, Result};
+use crate::error::FromApi;
 use crate::rbac::{PERMISSIONS, Permission, Scope};
 
 /// One permission this identity lacks.

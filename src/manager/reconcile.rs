@@ -18,13 +18,13 @@ use tracing::{debug, info, warn};
 use super::child_write::Outcome;
 use super::context::{Context, runner_key};
 use super::deletion_record;
+use super::error::{Error, Result};
 use super::retry;
 use super::runner_patch::{add_finalizer, patch_status, remove_finalizer};
 use super::runner_step::{self, RunnerStep};
 use super::status::{self, Observed};
 use super::status_write::{self, When};
 use crate::api::{Phase, Runner, RunnerStatus, condition};
-use crate::error::{Error, Result};
 use crate::kinds::Facts;
 
 /// A refused child is not watched when it lacks our label: look again this often.

@@ -7,8 +7,9 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::error::{Error, Result};
 use crate::api::{FINALIZER, Runner, RunnerStatus};
-use crate::error::{Error, Result};
+use crate::error::FromApi;
 
 /// Adds our finalizer. With no list yet, `add /metadata/finalizers` would
 /// replace a list someone else created since our read: the

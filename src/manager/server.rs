@@ -11,9 +11,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use tracing::warn;
 
+use super::error::{Error, Result};
 use super::metrics::Metrics;
 use super::metrics_auth::{MetricsAuth, Verdict};
-use crate::error::{Error, Result};
 
 /// Binds `addr` and serves `routes` in the background. Binding happens
 /// here, so a port in use fails startup instead of a background task.

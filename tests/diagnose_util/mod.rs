@@ -22,11 +22,11 @@ pub async fn diagnose(args: &[&str]) -> (u8, Value) {
 }
 
 /// Like [`diagnose`], but returns the error that would exit 1 (or 2).
-pub async fn try_diagnose(args: &[&str]) -> kubectl_runner::error::Result<(u8, Value)> {
+pub async fn try_diagnose(args: &[&str]) -> kubectl_runner::cli::Result<(u8, Value)> {
     use clap::Parser;
     use kubectl_runner::cli::{Cli, Command, diagnose::execute};
     let argv = ["kubectl-runner", "diagnose"].into_iter().chain(args.iter().copied());
-    let cli = Cli::try_parse_from(argv).map_err(|e| kubectl_runner::error::Error::Invalid(e.to_string()))?;
+    let cli = Cli::try_parse_from(argv).map_err(|e| kubectl_runner::cli::Error::Invalid(e.to_string()))?;
     let Command::Diagnose(a) = cli.command else { unreachable!("parsed as diagnose") };
     let ctx = cli.globals.connect().await?;
     let outcome = execute(&ctx, &a).await?;

@@ -127,7 +127,7 @@ pub async fn ensure_crd(client: &Client) {
 /// [`ManagerHandle::stop`] or, failing that, when dropped.
 pub struct ManagerHandle {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    join: Option<tokio::task::JoinHandle<kubectl_runner::error::Result<()>>>,
+    join: Option<tokio::task::JoinHandle<kubectl_runner::manager::Result<()>>>,
 }
 
 impl ManagerHandle {

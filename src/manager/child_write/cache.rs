@@ -7,9 +7,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 
 use crate::api::Runner;
-use crate::error::{Error, Result};
 use crate::kinds::ChildKind;
 use crate::kinds::packed::Packed;
+use crate::manager::error::{Error, Result};
 use crate::manager::own_writes::Recent;
 
 /// What a pass reads of kind `K`: the watch's cache, the answers of our
