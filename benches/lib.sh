@@ -176,7 +176,8 @@ manager_start() {
       --health-probe-bind-address "127.0.0.1:$health" ${RUNNER_TWIN_ARGS:-} "${concurrency[@]}" > "$2" 2>&1 &
   fi
   manager_pid=$!
-  step "$1 manager${concurrency:+ (${concurrency[*]})}${extra:+ (${extra[*]})}: pid $manager_pid, metrics 127.0.0.1:$metrics_port, log $2"
+  step "$1 manager${concurrency:+ (${concurrency[*]})}${extra:+ (${extra[*]})}: pid $manager_pid," \
+    "metrics 127.0.0.1:$metrics_port, log $2"
   for i in $(seq 240); do
     # 200 once the caches synced: "reconciling" (ours), "ok" (the twin).
     curl -fsS -o /dev/null "http://127.0.0.1:$health/readyz" 2> /dev/null && return 0
