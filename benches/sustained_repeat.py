@@ -30,10 +30,10 @@ CELL = 24
 class Spread:
     """The median, least and greatest of one figure over `n` runs."""
 
-    def __init__(self, values):
+    def __init__(self, values, middle=statistics.median):
         xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
         self.n = len(xs)
-        self.median = statistics.median(xs) if xs else None
+        self.median = middle(xs) if xs else None
         self.lo, self.hi = (min(xs), max(xs)) if xs else (None, None)
 
     def cell(self, spec, runs):
@@ -90,26 +90,37 @@ def report(rows, managers, flight, throughput):
         print(f"\n  {rate} changes/s   " + " ".join(f"{m + f' ({runs[m]} runs)':>{CELL}}" for m in here))
         for key, label, spec in FIGURES:
             print(f"  {label:<16}" + " ".join(f"{by[(m, rate)][key].cell(spec, runs[m]):>{CELL}}" for m in here))
-    print("\n  sustained throughput (highest rate with p99 change -> child written < 1000 ms), per run:")
+    print("\n  sustained throughput (highest rate with p99 change -> child written < 1000 ms; 0: none):")
     for m in managers:
         per_run = throughput.get(m, [])
-        # A run where no rate held counts as 0 changes/s.
-        s = Spread([t or 0 for t in per_run])
+        # A run where no rate held counts as 0 changes/s; of an even count of
+        # runs the lower middle one, so the median is a rate that was run.
+        s = Spread([t or 0 for t in per_run], statistics.median_low)
         median = f"median {s.cell('{:.0f}', len(per_run))} changes/s" if any(per_run) else "none of the rates"
         runs_txt = ", ".join(str(t) if t else "none" for t in per_run)
         print(f"    {m:<{max(10, *map(len, managers))}} {median} (runs: {runs_txt})")
-    ratio_table(by, managers, rates)
+    ratio_table(by, managers, rates, runs)
 
 
-def ratio_table(by, managers, rates):
+def chance_apart(a, b):
+    """How often (1 in this many) the spreads of a runs and of b runs miss
+    each other when both managers are alike: the a + b figures fall in any
+    order with equal odds, and two orders of C(a + b, a) put them apart."""
+    return math.comb(a + b, a) / 2
+
+
+def ratio_table(by, managers, rates, runs):
     """Ours / base, the medians, where the spreads do not overlap."""
     cols = pairs(managers)
     if not cols:
         return
     heads = [f"{o}/{b}" for o, b in cols]
     wide = max(9, *map(len, heads))
+    least = min(runs[m] for m in managers)
     print("\nratios of medians, ours / each twin and each variant / rust; only where the spreads do not"
-          " overlap (~ where they do; lower is better for each figure):")
+          " overlap (~ where they do; lower is better for each figure);")
+    print(f"  two alike managers of {least} runs each have spreads apart by chance 1 time in"
+          f" {chance_apart(least, least):.0f} for each figure")
     for rate in rates:
         print(f"\n  {rate} changes/s   " + " ".join(f"{h:>{wide}}" for h in heads))
         for key, label, _ in FIGURES:
