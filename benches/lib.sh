@@ -12,10 +12,14 @@
 #   RUNNER_BASELINE_DIR    the controller-runtime baseline (twin/ sources),
 #                          default ../shared/baseline next to the checkout;
 #                          without it (or without Go) only this manager runs
-#   RUNNER_BENCH_MANAGERS  which managers, in order, default "rust twin";
-#                          "twin-cN" is the twin with
-#                          --max-concurrent-reconciles=N
+#   RUNNER_BENCH_MANAGERS  which managers, in order, default "rust", each
+#                          variant's "rust-NAME", then "twin"; "twin-cN" is
+#                          the twin with --max-concurrent-reconciles=N
 #   RUNNER_MANAGER_ARGS    extra arguments of `kubectl-runner run-manager`
+#   RUNNER_BENCH_VARIANTS  more rows of this manager, so two designs run side
+#                          by side: "NAME:ARGS;NAME:ARGS" adds "rust-NAME",
+#                          this binary with ARGS after RUNNER_MANAGER_ARGS
+#                          (e.g. "json:--log-format=json")
 #   RUNNER_BENCH_KEEP=1    leave the bench cluster running at the end
 #   RUNNER_BENCH_REUSE=1   use the bench cluster a run left running instead of
 #                          a fresh one (scale.sh: measure a new build on
@@ -30,9 +34,51 @@
 export RUNNER_CLUSTER_NAME=${RUNNER_BENCH_CLUSTER:-bench}
 unset RUNNER_CLUSTER_STATE
 BASE=${RUNNER_BASELINE_DIR:-$root/../shared/baseline}
-MANAGERS=${RUNNER_BENCH_MANAGERS:-rust twin}
 manager_pid=
 manager_name=
+
+# RUNNER_BENCH_VARIANTS, checked before anything is built: the names in
+# order (variant_names) and each one's arguments (variant_args).
+variant_names=()
+declare -A variant_args=()
+parse_variants() {
+  local entry name entries
+  IFS=';' read -ra entries <<< "${RUNNER_BENCH_VARIANTS:-}"
+  for entry in "${entries[@]}"; do
+    entry=$(echo "$entry" | sed 's/^ *//; s/ *$//')
+    [ -n "$entry" ] || continue
+    name=${entry%%:*}
+    if [ "$name" = "$entry" ] || ! [[ $name =~ ^[a-z0-9]+(-[a-z0-9]+)*$ ]] || [ -n "${variant_args[$name]+set}" ]; then
+      echo "error: RUNNER_BENCH_VARIANTS: '$entry': want NAME:ARGS, NAME unique, of a-z, 0-9 and inner '-'" \
+        "(entries separated by ';', e.g. \"json:--log-format=json\")" >&2
+      exit 2
+    fi
+    variant_names+=("$name")
+    variant_args[$name]=${entry#*:}
+  done
+}
+parse_variants
+# Our rows: "rust", then "rust-NAME" per variant.
+ours_rows=rust
+for name in "${variant_names[@]}"; do ours_rows+=" rust-$name"; done
+MANAGERS=${RUNNER_BENCH_MANAGERS:-$ours_rows twin}
+for m in $MANAGERS; do
+  case $m in rust-*) [ -n "${variant_args[${m#rust-}]+set}" ] || {
+    echo "error: RUNNER_BENCH_MANAGERS names $m, but RUNNER_BENCH_VARIANTS has no '${m#rust-}:ARGS'" >&2
+    exit 2
+  } ;;
+  esac
+done
+
+# manager_args NAME: the extra arguments of our manager row NAME (rust or
+# rust-VARIANT), one per line.
+manager_args() {
+  local a=() v=()
+  read -ra a <<< "${RUNNER_MANAGER_ARGS:-}"
+  case $1 in rust-*) read -ra v <<< "${variant_args[${1#rust-}]}" ;; esac
+  a+=("${v[@]}")
+  [ "${#a[@]}" = 0 ] || printf '%s\n' "${a[@]}"
+}
 
 # build_all EXAMPLE...: the manager and the examples named, copied to $work
 # (the target dir is shared and may be rebuilt during the run); the twin
@@ -52,7 +98,7 @@ build_all() {
   case " $MANAGERS " in *" twin"*) ;; *) return 0 ;; esac
   if [ ! -d "$BASE/twin" ] || ! command -v go > /dev/null; then
     step "no baseline at $BASE/twin (or no Go): measuring this manager alone"
-    MANAGERS=rust
+    MANAGERS=$(for m in $MANAGERS; do case $m in twin*) ;; *) printf '%s ' "$m" ;; esac; done | sed 's/ $//')
     return 0
   fi
   local cache=${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-runner-bench hash
@@ -110,18 +156,19 @@ free_port() {
   return 1
 }
 
-# manager_start rust|twin|twin-cN LOG: starts that manager (all namespaces)
-# and waits for its /readyz; twin-cN is the twin with N reconciles in
-# flight (after RUNNER_TWIN_ARGS, so N holds). Sets manager_pid,
-# manager_name, metrics_port.
+# manager_start rust|rust-VARIANT|twin|twin-cN LOG: starts that manager (all
+# namespaces) and waits for its /readyz; rust-VARIANT is ours with the
+# variant's arguments; twin-cN is the twin with N reconciles in flight
+# (after RUNNER_TWIN_ARGS, so N holds). Sets manager_pid, manager_name,
+# metrics_port.
 manager_start() {
   manager_name=$1
   metrics_port=$(free_port)
-  local health=$((metrics_port + 1)) i concurrency=()
-  if [ "$1" = rust ]; then
-    # shellcheck disable=SC2086 # extra arguments split on purpose
+  local health=$((metrics_port + 1)) i concurrency=() extra=()
+  if [ "$1" = rust ] || [ "${1#rust-}" != "$1" ]; then
+    mapfile -t extra < <(manager_args "$1")
     "$work/kubectl-runner" run-manager --metrics-addr "127.0.0.1:$metrics_port" \
-      --health-addr "127.0.0.1:$health" ${RUNNER_MANAGER_ARGS:-} > "$2" 2>&1 &
+      --health-addr "127.0.0.1:$health" "${extra[@]}" > "$2" 2>&1 &
   else
     case $1 in twin-c*) concurrency=("--max-concurrent-reconciles=${1#twin-c}") ;; esac
     # shellcheck disable=SC2086
@@ -129,7 +176,8 @@ manager_start() {
       --health-probe-bind-address "127.0.0.1:$health" ${RUNNER_TWIN_ARGS:-} "${concurrency[@]}" > "$2" 2>&1 &
   fi
   manager_pid=$!
-  step "$1 manager${concurrency:+ (${concurrency[*]})}: pid $manager_pid, metrics 127.0.0.1:$metrics_port, log $2"
+  step "$1 manager${concurrency:+ (${concurrency[*]})}${extra:+ (${extra[*]})}: pid $manager_pid," \
+    "metrics 127.0.0.1:$metrics_port, log $2"
   for i in $(seq 240); do
     # 200 once the caches synced: "reconciling" (ours), "ok" (the twin).
     curl -fsS -o /dev/null "http://127.0.0.1:$health/readyz" 2> /dev/null && return 0

@@ -2,9 +2,11 @@
 """Tables of benches/sustained.sh: one row per rate and manager, then the
 ratios of ours to each twin.
 
-    sustained.py OUT_DIR MANAGER...   # OUT_DIR/<manager>/{agent,concurrency,audit.log,rate-R.kv}
+    sustained.py OUT_DIR MANAGER...   # OUT_DIR/<manager>/run-<K>/{agent,concurrency,audit.log,rate-R.kv}
 
-rate-R.kv holds the load generator's key=value figures (examples/
+With one run of each manager, the tables are that run's; with more, every
+run's row, then per rate and manager each figure's median and spread over
+the runs (sustained_repeat.py). rate-R.kv holds the load generator's key=value figures (examples/
 sustained_load.rs: the counting window, `passes` over it, latencies to
 observed, CPU, RSS); audit.log is the apiserver's (tests/cluster/up.sh,
 RUNNER_CLUSTER_AUDIT=runners); agent is the prefix of the manager's
@@ -17,6 +19,8 @@ import json
 import os
 import sys
 from datetime import datetime
+
+import sustained_repeat
 
 CHILDREN = ("deployments", "services", "ingresses")
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
@@ -117,8 +121,9 @@ def per(n, changes):
     return n / changes if changes and n is not None else None
 
 
-def manager_rows(out, m):
-    d = os.path.join(out, m)
+def manager_rows(d, m):
+    """One row per rate of the run in directory `d`, labelled `m`, and the
+    manager's writes and reads in the windows by resource and verb."""
     agent = open(os.path.join(d, "agent")).read().strip()
     patches, children, statuses, writes, reads = audit(os.path.join(d, "audit.log"), agent)
     rates = sorted(int(f[5:-3]) for f in os.listdir(d) if f.startswith("rate-") and f.endswith(".kv"))
@@ -167,12 +172,16 @@ COLUMNS = (  # header, width, key, format
 )
 
 
-def table(rows, flight):
+def table(rows, flight, labels=None):
+    """Rows of `labels` (default: the managers of `flight`), by rate."""
+    labels = labels or list(flight)
     print("\n  in flight: " + ", ".join(f"{m} {c}" for m, c in flight.items())
           + "; per change: / changes sent; counted from the first change to the end of the drain")
-    print("  " + " ".join(f"{h:>{w}}" for h, w, _, _ in COLUMNS))
-    for r in sorted(rows, key=lambda r: (r["rate"], list(flight).index(r["manager"]))):
-        print("  " + " ".join(f"{fmt(r[k], f):>{w}}" for _, w, k, f in COLUMNS))
+    wide = max(len(x) for x in labels)
+    cols = [(h, max(w, wide) if k == "manager" else w, k, f) for h, w, k, f in COLUMNS]
+    print("  " + " ".join(f"{h:>{w}}" for h, w, _, _ in cols))
+    for r in sorted(rows, key=lambda r: (r["rate"], labels.index(r["manager"]))):
+        print("  " + " ".join(f"{fmt(r[k], f):>{w}}" for _, w, k, f in cols))
         notes = []
         if r["child_missing"]:
             notes.append(f"{r['child_missing']} changes with no child write after them")
@@ -187,9 +196,9 @@ def table(rows, flight):
     by = collections.defaultdict(list)
     for r in rows:
         by[r["manager"]].append(r)
-    for m in flight:
+    for m in labels:
         s = sustained(by[m])
-        print(f"    {m:<10} " + (f"{s} changes/s" if s else "none of the rates"))
+        print(f"    {m:<{max(10, wide)}} " + (f"{s} changes/s" if s else "none of the rates"))
 
 
 def ratios(rows, flight):
@@ -228,18 +237,59 @@ def ratios(rows, flight):
             line(f"{rate}/s: {label}", o[key], [x.get(key) for x in b], spec, targets.get(key, ""))
 
 
+def runs_of(out, m):
+    """The run directories of manager `m`, in round order."""
+    d = os.path.join(out, m)
+    runs = [f for f in os.listdir(d) if f.startswith("run-") and f[4:].isdigit()] if os.path.isdir(d) else []
+    return [os.path.join(d, f) for f in sorted(runs, key=lambda f: int(f[4:]))
+            if os.path.exists(os.path.join(d, f, "audit.log"))]
+
+
 def main():
     out, managers = sys.argv[1], sys.argv[2:]
-    managers = [m for m in managers if os.path.isdir(os.path.join(out, m))]
-    rows, flight = [], {}
-    mixes = {}
+    runs = {m: runs_of(out, m) for m in managers}
+    managers = [m for m in managers if runs[m]]
+    flight = {}
     for m in managers:
-        rs, mixes[m] = manager_rows(out, m)
-        rows += rs
-        path = os.path.join(out, m, "concurrency")
+        path = os.path.join(runs[m][0], "concurrency")
         flight[m] = int(open(path).read()) if os.path.exists(path) else "?"
+    if any(len(runs[m]) > 1 for m in managers):
+        repeated(runs, managers, flight)
+        return
+    rows, mixes = [], {}
+    for m in managers:
+        rs, mixes[m] = manager_rows(runs[m][0], m)
+        rows += rs
     table(rows, flight)
-    print("  the managers' writes and reads in the windows, all rates (audit log):")
+    mix_lines(mixes)
+    ratios(rows, flight)
+
+
+def repeated(runs, managers, flight):
+    """Every run's rows (labelled MANAGER#ROUND), each manager's writes and
+    reads summed over its runs, then the medians and ratios."""
+    rows, labels, mixes, throughput = [], [], {}, {}
+    for m in managers:
+        mixes[m] = collections.Counter()
+        for d in runs[m]:
+            label = f"{m}#{os.path.basename(d)[4:]}"
+            rs, mix = manager_rows(d, label)
+            for r in rs:
+                r["of"] = m
+            rows += rs
+            labels.append(label)
+            mixes[m].update(mix)
+            throughput.setdefault(m, []).append(sustained(rs))
+    print("\nevery run (MANAGER#ROUND):", end="")
+    table(rows, flight, labels)
+    mix_lines(mixes, "all rates, all runs")
+    sustained_repeat.report(rows, managers, flight, throughput)
+
+
+def mix_lines(mixes, what="all rates"):
+    """Each manager's writes and reads in the windows by resource and verb."""
+    print(f"  the managers' writes and reads in the windows, {what} (audit log):")
+    wide = max([10] + [len(m) for m in mixes])
     for m, mix in mixes.items():
         ops = collections.Counter()
         for (kind, op, _), n in mix.items():
@@ -248,8 +298,7 @@ def main():
         for (kind, op), n in ops.most_common():
             failed = ", ".join(f"{k} answered {c}" for (_, o, c), k in sorted(mix.items()) if o == op and c)
             parts.append(f"{kind} {op} {n}" + (f" ({failed})" if failed else ""))
-        print(f"    {m:<10} " + ("; ".join(parts) or "nothing"))
-    ratios(rows, flight)
+        print(f"    {m:<{wide}} " + ("; ".join(parts) or "nothing"))
 
 
 if __name__ == "__main__":
