@@ -19,7 +19,9 @@
 #   RUNNER_BENCH_VARIANTS  more rows of this manager, so two designs run side
 #                          by side: "NAME:ARGS;NAME:ARGS" adds "rust-NAME",
 #                          this binary with ARGS after RUNNER_MANAGER_ARGS
-#                          (e.g. "json:--log-format=json")
+#                          (e.g. "json:--log-format=json"); "NAME@REV:ARGS"
+#                          builds the manager of git revision REV instead
+#                          (e.g. "plain@pacing:", a design on a branch)
 #   RUNNER_BENCH_KEEP=1    leave the bench cluster running at the end
 #   RUNNER_BENCH_REUSE=1   use the bench cluster a run left running instead of
 #                          a fresh one (scale.sh: measure a new build on
@@ -38,23 +40,31 @@ manager_pid=
 manager_name=
 
 # RUNNER_BENCH_VARIANTS, checked before anything is built: the names in
-# order (variant_names) and each one's arguments (variant_args).
+# order (variant_names), each one's arguments (variant_args) and the git
+# revision it is built from, if not this tree (variant_rev).
 variant_names=()
-declare -A variant_args=()
+declare -A variant_args=() variant_rev=()
 parse_variants() {
-  local entry name entries
+  local entry name entries rev
   IFS=';' read -ra entries <<< "${RUNNER_BENCH_VARIANTS:-}"
   for entry in "${entries[@]}"; do
     entry=$(echo "$entry" | sed 's/^ *//; s/ *$//')
     [ -n "$entry" ] || continue
     name=${entry%%:*}
-    if [ "$name" = "$entry" ] || ! [[ $name =~ ^[a-z0-9]+(-[a-z0-9]+)*$ ]] || [ -n "${variant_args[$name]+set}" ]; then
+    rev=
+    case $name in *@*) rev=${name#*@} name=${name%%@*} ;; esac
+    if [ -n "$rev" ] && ! git -C "$root" rev-parse -q --verify "$rev^{commit}" > /dev/null; then
+      echo "error: RUNNER_BENCH_VARIANTS: '$entry': '$rev' is no git revision of this checkout" >&2
+      exit 2
+    fi
+    if [ "${entry%%:*}" = "$entry" ] || ! [[ $name =~ ^[a-z0-9]+(-[a-z0-9]+)*$ ]] || [ -n "${variant_args[$name]+set}" ]; then
       echo "error: RUNNER_BENCH_VARIANTS: '$entry': want NAME:ARGS, NAME unique, of a-z, 0-9 and inner '-'" \
         "(entries separated by ';', e.g. \"json:--log-format=json\")" >&2
       exit 2
     fi
     variant_names+=("$name")
     variant_args[$name]=${entry#*:}
+    variant_rev[$name]=$rev
   done
 }
 parse_variants
@@ -94,6 +104,18 @@ build_all() {
   cargo build --profile "$profile" --bin kubectl-runner "${args[@]}"
   cp "$target/$outdir/kubectl-runner" "$work/"
   for ex in "$@"; do cp "$target/$outdir/examples/$ex" "$work/"; done
+  local name tree
+  for name in "${variant_names[@]}"; do
+    [ -n "${variant_rev[$name]}" ] || continue
+    # A checkout of its own, built into the same target dir (its own path
+    # keeps its artifacts apart), removed once the binary is copied.
+    tree="$work/tree-$name"
+    step "building the $profile manager of ${variant_rev[$name]} for rust-$name"
+    git -C "$root" worktree add -q --detach "$tree" "${variant_rev[$name]}"
+    (cd "$tree" && CARGO_TARGET_DIR=$target cargo build --profile "$profile" --bin kubectl-runner)
+    cp "$target/$outdir/kubectl-runner" "$work/kubectl-runner-$name"
+    git -C "$root" worktree remove --force "$tree"
+  done
   twin=
   case " $MANAGERS " in *" twin"*) ;; *) return 0 ;; esac
   if [ ! -d "$BASE/twin" ] || ! command -v go > /dev/null; then
@@ -167,7 +189,9 @@ manager_start() {
   local health=$((metrics_port + 1)) i concurrency=() extra=()
   if [ "$1" = rust ] || [ "${1#rust-}" != "$1" ]; then
     mapfile -t extra < <(manager_args "$1")
-    "$work/kubectl-runner" run-manager --metrics-addr "127.0.0.1:$metrics_port" \
+    local bin="$work/kubectl-runner"
+    [ -x "$bin-${1#rust-}" ] && bin="$bin-${1#rust-}"
+    "$bin" run-manager --metrics-addr "127.0.0.1:$metrics_port" \
       --health-addr "127.0.0.1:$health" "${extra[@]}" > "$2" 2>&1 &
   else
     case $1 in twin-c*) concurrency=("--max-concurrent-reconciles=${1#twin-c}") ;; esac
