@@ -30,23 +30,6 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// The failure of `op` on the named object.
-    pub fn new(
-        op: &'static str,
-        kind: impl Into<Cow<'static, str>>,
-        ns: &str,
-        name: &str,
-        source: kube::Error,
-    ) -> Self {
-        ApiError {
-            op,
-            kind: kind.into(),
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            source: Box::new(source),
-        }
-    }
-
     /// True when the object moved on since it was read: a 409 Conflict, or
     /// a JSON patch whose `test` precondition failed. Worth a prompt re-read.
     pub fn is_conflict(&self) -> bool {
@@ -54,8 +37,9 @@ impl ApiError {
     }
 }
 
-/// `Error::api(op, kind, ns, name, e)` for every layer's error: each can be
-/// built from an [`ApiError`], and this is the one constructor they share.
+/// `Error::api(op, kind, ns, name, e)` for every layer's error (and for
+/// [`ApiError`] itself): each can be built from an [`ApiError`], and this is
+/// the one constructor they share.
 pub trait FromApi: From<ApiError> {
     /// The error for `op` on the named object.
     fn api(
@@ -65,7 +49,8 @@ pub trait FromApi: From<ApiError> {
         name: &str,
         source: kube::Error,
     ) -> Self {
-        ApiError::new(op, kind, ns, name, source).into()
+        let (namespace, name) = (ns.to_string(), name.to_string());
+        ApiError { op, kind: kind.into(), namespace, name, source: Box::new(source) }.into()
     }
 }
 
@@ -171,9 +156,9 @@ mod tests {
             kube::Error::Api(Box::new(kube::core::Status::failure(message, reason).with_code(code)))
         };
         let failed_test = "the server rejected our request due to an error in our request";
-        let conflict = ApiError::new("patch", "Runner", "app", "web", status(409, "Conflict", "changed"));
-        let test = ApiError::new("patch", "Runner", "app", "web", status(422, "Invalid", failed_test));
-        let invalid = ApiError::new("patch", "Runner", "app", "web", status(422, "Invalid", "spec.x: bad"));
+        let conflict = ApiError::api("patch", "Runner", "app", "web", status(409, "Conflict", "changed"));
+        let test = ApiError::api("patch", "Runner", "app", "web", status(422, "Invalid", failed_test));
+        let invalid = ApiError::api("patch", "Runner", "app", "web", status(422, "Invalid", "spec.x: bad"));
         assert!(conflict.is_conflict() && test.is_conflict() && !invalid.is_conflict());
         assert!(is_rejection(&invalid.source) && !is_rejection(&test.source));
     }

@@ -20,7 +20,11 @@
 //!
 //! Arrows point down: the manager, diagnose and e2e never import the CLI,
 //! and only the CLI renders (`cli::output`) and maps results to exit codes
-//! (`exit`). `docs/design.md` says where to add a child kind or a field.
+//! (`exit`). Errors follow the same arrows: `error` holds what all share
+//! (the failed API call, the client's errors), the manager, diagnose and e2e
+//! each have their own, and `cli::Error` converts them at its edge and is
+//! the only one that gives advice. `docs/design.md` says where to add a
+//! child kind or a field.
 #![forbid(unsafe_code)]
 
 pub mod api;
