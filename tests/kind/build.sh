@@ -372,9 +372,13 @@ build_node() {
     import_images "$r"
     tar --numeric-owner -C "$r" -cf "$tar.tmp" .
     mv "$tar.tmp" "$tar"
+    # Earlier recipes' node tarballs (1 GB each) are of no further use.
+    find "$KIND_CACHE" -maxdepth 1 -name 'node-*.tar' ! -name "$(basename "$tar")" -delete
     kstep "node rootfs: $(du -h "$tar" | cut -f1) in $((SECONDS - t)) s"
   fi
   command -v docker > /dev/null || die "no docker CLI: install Docker (or start tests/kind/engine.sh)"
+  docker info > /dev/null 2>&1 ||
+    die "no Docker engine answers at ${DOCKER_HOST:-the default socket}: start one ('eval \"\$(bash tests/kind/engine.sh start)\"'), or set DOCKER_HOST"
   if ! docker image inspect "$KIND_NODE_IMAGE" > /dev/null 2>&1; then
     t=$SECONDS
     kstep "node image: docker import $tar"
@@ -385,6 +389,9 @@ build_node() {
       docker build -q -t "$KIND_NODE_IMAGE" - > "$work/docker-build.log" 2>&1 ||
       { cat "$work/docker-build.log" >&2; die "docker build of the node image failed (above)"; }
     docker rmi "$KIND_NODE_IMAGE-rootfs" > /dev/null
+    # Earlier node images, unless a cluster still runs on one.
+    docker images --format '{{.Repository}}:{{.Tag}}' "${KIND_NODE_IMAGE%:*}" | grep -vxF "$KIND_NODE_IMAGE" |
+      xargs -r docker rmi > /dev/null 2>&1 || true
     kstep "node image: loaded in $((SECONDS - t)) s"
   fi
   kstep "node image: $KIND_NODE_IMAGE"
