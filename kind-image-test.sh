@@ -39,8 +39,15 @@ export KUBECONFIG=$work/kubeconfig
 if kubectl get namespace runner-system > /dev/null 2>&1; then
   fail "refusing: namespace runner-system already exists on $CLUSTER (this script would remove it)"
 fi
-if kubectl get crd runners.lab.cloudlab.training > /dev/null 2>&1; then
-  fail "refusing: the Runner CRD already exists on $CLUSTER (this script would remove it)"
+crd=runners.lab.cloudlab.training
+if kubectl get crd "$crd" > /dev/null 2>&1; then
+  # One being deleted (e.g. by a `kubectl runner e2e` that installed it) is
+  # nobody's any more: wait until it is gone.
+  [ -n "$(kubectl get crd "$crd" -o jsonpath='{.metadata.deletionTimestamp}')" ] ||
+    fail "refusing: the Runner CRD already exists on $CLUSTER (this script would remove it)"
+  step "waiting for the Runner CRD, being deleted, to go"
+  kubectl wait --for=delete "crd/$crd" --timeout=120s > /dev/null ||
+    fail "the Runner CRD on $CLUSTER is still being deleted after 120 s: see 'kubectl get runners -A' for Runners whose finalizer no manager removes"
 fi
 
 if [ "$BUILD" = host ]; then

@@ -56,6 +56,11 @@ start() {
     # The package may start its own engine under systemd; ours is separate.
     mkdir -p "$ENGINE"
     if lacks_sys_resource; then
+      command -v python3 > /dev/null || {
+        kstep "engine: apt-get install python3 (for runc-without-sys-resource)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 < /dev/null > /dev/null
+      }
       runtime=(--add-runtime "runc-without-sys-resource=$here/runc-without-sys-resource"
         --default-runtime runc-without-sys-resource)
       kstep "engine: this machine lacks CAP_SYS_RESOURCE: containers run through runc-without-sys-resource"
