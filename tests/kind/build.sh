@@ -65,10 +65,7 @@ apt_mirror() {
 build_rootfs() {
   [ -s "$ROOTFS_TAR" ] && { kstep "rootfs: cached ($ROOTFS_TAR)"; return; }
   local mirror t=$SECONDS
-  command -v debootstrap > /dev/null || {
-    kstep "apt-get install debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap < /dev/null > /dev/null
-  }
+  command -v debootstrap > /dev/null || apt_install debootstrap
   mirror=$(apt_mirror)
   [ -n "$mirror" ] || die "no apt source for $KIND_NODE_SUITE: set KIND_NODE_MIRROR to a Debian mirror"
   kstep "rootfs: debootstrap $KIND_NODE_SUITE from $mirror"
@@ -184,10 +181,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [plugins."io.containerd.internal.v1.opt"]
   path = "$st/opt"
 CONF
-  command -v containerd > /dev/null || {
-    kstep "apt-get install containerd"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd < /dev/null > /dev/null
-  }
+  command -v containerd > /dev/null || apt_install containerd
   containerd --config "$st/config.toml" > "$st/log" 2>&1 &
   echo $! > "$work/containerd.pid"
   for t in $(seq 50); do ctr --address "$st/sock" version > /dev/null 2>&1 && break; sleep 0.2; done

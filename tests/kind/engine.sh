@@ -48,19 +48,11 @@ start() {
     kstep "engine: running (pid $pid, $ENGINE_SOCK)"
   else
     [ "$(id -u)" = 0 ] || die "starting a Docker engine needs root; or point DOCKER_HOST at a running engine"
-    if ! command -v dockerd > /dev/null; then
-      kstep "engine: apt-get install docker.io"
-      apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io < /dev/null > /dev/null
-    fi
+    command -v dockerd > /dev/null || apt_install docker.io
     # The package may start its own engine under systemd; ours is separate.
     mkdir -p "$ENGINE"
     if lacks_sys_resource; then
-      command -v python3 > /dev/null || {
-        kstep "engine: apt-get install python3 (for runc-without-sys-resource)"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 < /dev/null > /dev/null
-      }
+      command -v python3 > /dev/null || apt_install python3
       runtime=(--add-runtime "runc-without-sys-resource=$here/runc-without-sys-resource"
         --default-runtime runc-without-sys-resource)
       kstep "engine: this machine lacks CAP_SYS_RESOURCE: containers run through runc-without-sys-resource"

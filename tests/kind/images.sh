@@ -135,10 +135,7 @@ kube_proxy_image() {
 cni_image() {
   local tar="$IMAGES/kind-bridge-cni-${CNI_IMAGE##*:}.tar" r a
   [ -s "$tar" ] && return
-  [ -x /bin/busybox ] || {
-    kstep "apt-get install busybox-static"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static < /dev/null > /dev/null
-  }
+  [ -x /bin/busybox ] || apt_install busybox-static
   r="$work/img-cni"
   mkdir -p "$r/bin"
   cp /bin/busybox "$r/bin/busybox"

@@ -31,3 +31,13 @@ ENGINE_SOCK="$ENGINE/docker.sock"
 
 kstep() { printf '==> [kind %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# apt_install PKG...: Debian packages this machine lacks (root), after one
+# `apt-get update` per run of a script (a clean machine has no lists).
+apt_install() {
+  [ "$(id -u)" = 0 ] || die "needs root to install $*"
+  kstep "apt-get install $*"
+  [ -n "${_kind_apt_updated:-}" ] || { apt-get update -qq; _kind_apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" < /dev/null > /dev/null 2>&1 ||
+    die "apt-get install $* failed"
+}
