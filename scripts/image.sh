@@ -7,6 +7,11 @@
 # have Docker.
 #
 #   bash scripts/image.sh            -> prints the tarball path on stdout
+#   bash scripts/image.sh --docker-context DIR
+#                                    -> DIR holds the binary and the runtime
+#                                       stage as a Dockerfile: `docker build
+#                                       DIR` makes the image without pulling
+#                                       any base (kind-image-test.sh)
 #
 # Environment:
 #   RUNNER_IMAGE          image name, default localhost/kubectl-runner:<version>
@@ -18,6 +23,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '==> [image] %s\n' "$*" >&2; }
+context=
+if [ "${1:-}" = --docker-context ]; then
+  [ -n "${2:-}" ] || { echo "usage: $0 [--docker-context DIR]" >&2; exit 2; }
+  context=$2
+fi
 
 target=x86_64-unknown-linux-gnu
 profile=${RUNNER_IMAGE_PROFILE:-release}
@@ -52,6 +62,15 @@ step "built in $((SECONDS - t0)) s: $(stat -c %s "$bin") bytes"
 if readelf -l "$bin" 2> /dev/null | grep -q 'Requesting program interpreter'; then
   echo "error: $bin is dynamically linked" >&2
   exit 1
+fi
+
+if [ -n "$context" ]; then
+  mkdir -p "$context"
+  install -m 0555 "$bin" "$context/kubectl-runner"
+  printf '%s' "$runtime" | sed 's|^COPY --from=build [^ ]* |COPY kubectl-runner |' > "$context/Dockerfile"
+  step "docker build context (the Dockerfile's runtime stage and the binary): $context"
+  echo "$context"
+  exit 0
 fi
 
 root=$(mktemp -d)

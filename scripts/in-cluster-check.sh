@@ -6,6 +6,12 @@
 # what it created. kind-image-test.sh runs it on kind; the real-node tests
 # (tests/real_node/in_cluster_check.rs) on the local cluster.
 #
+# Two proofs beyond Ready: the manager's Pod runs $IMG with a pull policy
+# that uses the image already on the node (a loaded image, never a
+# registry's), and the sample Runner answers HTTP through its Service's
+# ClusterIP from inside the cluster (its own Pod runs wget or curl; the
+# sample image needs a shell and one of them).
+#
 #   IMG               the manager image (required)
 #   KUBECTL           kubectl to use (default: kubectl on PATH)
 #   SAMPLE_IMAGE      image of the sample Runner (default nginx:1.27)
@@ -52,6 +58,12 @@ k wait --for=condition=Established "crd/$CRD" --timeout="${TIMEOUT}s"
 k apply --server-side -f manifests/rbac.yaml
 sed "s|image: kubectl-runner:dev|image: $IMG|" manifests/manager.yaml | k apply --server-side -f -
 k -n runner-system rollout status deployment/runner-controller-manager --timeout="${TIMEOUT}s"
+policy=$(k -n runner-system get deployment runner-controller-manager -o jsonpath='{.spec.template.spec.containers[0].imagePullPolicy}')
+running=$(k -n runner-system get pods -l app.kubernetes.io/name=runner-controller-manager \
+  -o jsonpath='{range .items[*]}{.status.containerStatuses[0].image}{" "}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+step "manager image: pull policy $policy; running: ${running:-nothing}"
+[ "$policy" != Always ] || { echo "the manager's pull policy is Always: a loaded image would be pulled from a registry" >&2; exit 1; }
+[ -n "$running" ] || { echo "no manager Pod reports its image" >&2; exit 1; }
 
 step "permissions of $SA"
 for check in "list deployments.apps" "watch deployments.apps" "create deployments.apps" "list services" \
@@ -77,4 +89,16 @@ YAML
 k wait --for=condition=Ready runner/runner-sample -n "$SAMPLE_NAMESPACE" --timeout="${TIMEOUT}s"
 k get runner,deployment,service -n "$SAMPLE_NAMESPACE" -l app.kubernetes.io/instance=runner-sample >&2 || true
 k get runner runner-sample -n "$SAMPLE_NAMESPACE"
+
+ip=$(k get service runner-sample -n "$SAMPLE_NAMESPACE" -o jsonpath='{.spec.clusterIP}')
+port=$(k get service runner-sample -n "$SAMPLE_NAMESPACE" -o jsonpath='{.spec.ports[0].port}')
+pod=$(k get pods -n "$SAMPLE_NAMESPACE" -l app.kubernetes.io/instance=runner-sample -o name | head -n 1)
+step "HTTP through the Service, from $pod: http://$ip:$port/"
+url="http://$ip:$port/"
+# shellcheck disable=SC2016 # expanded by the Pod's shell
+body=$(timeout 60 "$KUBECTL" exec -n "$SAMPLE_NAMESPACE" "$pod" -- sh -c \
+  'if command -v wget > /dev/null; then wget -qO- "$0"; else curl -fsS -m 20 "$0"; fi' "$url") ||
+  { echo "the sample Runner does not answer HTTP at $url from inside the cluster" >&2; exit 1; }
+[ -n "$body" ] || { echo "the sample Runner answered $url with an empty body" >&2; exit 1; }
+printf '  %s\n' "$(printf '%s' "$body" | head -c 200 | tr -cd '[:print:]\n' | head -n 3)" >&2
 step "in-cluster check passed"

@@ -58,6 +58,20 @@ fn init_tracing(verbose: u8, command: &cli::Command) {
         (2, _) => "debug",
         _ => "trace",
     };
+    // e2e's report is the only thing on its terminal: without -v, the log of
+    // the manager it runs in this process (kube's warnings about a Runner
+    // deleted under a queued pass, say) goes to a file next to its artifacts.
+    if let (0, cli::Command::E2e(a)) = (verbose, command)
+        && let Some(file) = log_file(&a.artifacts)
+    {
+        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .init();
+        return;
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let json = matches!(command, cli::Command::RunManager(a) if a.log_format_json());
     let builder = tracing_subscriber::fmt()
@@ -69,4 +83,11 @@ fn init_tracing(verbose: u8, command: &cli::Command) {
     } else {
         builder.init();
     }
+}
+
+/// `<dir>/e2e.log`, truncated; None when it cannot be written (the log then
+/// stays on stderr).
+fn log_file(dir: &std::path::Path) -> Option<std::fs::File> {
+    std::fs::create_dir_all(dir).ok()?;
+    std::fs::File::create(dir.join("e2e.log")).ok()
 }

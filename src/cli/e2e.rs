@@ -19,7 +19,12 @@ Examples:
   kubectl runner e2e --use-running-manager
 
   # Keep the namespace for inspection, JSON report on stdout
-  kubectl runner e2e --keep -o json";
+  kubectl runner e2e --keep -o json
+
+The report is all it prints: the in-process manager's log goes to
+<artifacts>/e2e.log, or to stderr with -v. On kind, a Runner image the node
+cannot pull fails the step at once; `kind load docker-image IMAGE` puts a
+local image there.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum E2eOutput {
@@ -76,6 +81,7 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         .map_err(|e| Error::ClusterUnreachable(crate::error::describe_kube(&e)))?;
     eprint!("{}", output::e2e::banner(&context, &version.major, &version.minor));
     let opts = Options {
+        context: context.clone(),
         use_running_manager: a.use_running_manager,
         keep: a.keep,
         image: a.image,

@@ -8,6 +8,7 @@
 //!                                                                    ▼
 //!                                                              Report (data: the CLI renders it)
 //! ```
+pub mod cluster;
 pub mod error;
 pub mod oracle;
 pub mod report;
@@ -34,6 +35,8 @@ pub const E2E_LABEL: &str = "lab.cloudlab.training/e2e";
 /// What the user asked for.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The kubeconfig context in use (the report names it).
+    pub context: String,
     /// Use the manager already running in the cluster instead of starting one.
     pub use_running_manager: bool,
     /// Leave the namespace (and CRD) for inspection.
@@ -57,10 +60,12 @@ pub struct Options {
 /// steps passed or not; Err only when setup itself failed.
 pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) -> Result<Report> {
     let started = Instant::now();
+    let cluster = cluster::Cluster::detect(&client, &opts.context).await;
     let ns = format!("runner-e2e-{:06x}", rand::random::<u32>() & 0xffffff);
     let installed_crd = set_up(&client, &ns, &opts.namespace_annotations).await?;
     let manager = (!opts.use_running_manager).then(|| InProcessManager::start(&client, &ns));
-    let ctx = steps::Ctx { client: client.clone(), ns: ns.clone(), opts: opts.clone() };
+    let ctx =
+        steps::Ctx { client: client.clone(), ns: ns.clone(), opts: opts.clone(), cluster: cluster.clone() };
     let mut results = Vec::new();
     let interrupted = tokio::select! {
         _ = run_steps(&ctx, progress, &mut results) => false,
@@ -75,6 +80,7 @@ pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) 
         clean_up(&client, &ns, installed_crd).await;
     }
     Ok(Report {
+        cluster,
         namespace: ns,
         installed_crd,
         kept: opts.keep,

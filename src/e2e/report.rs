@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::cluster::Cluster;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct StepResult {
     pub name: String,
@@ -14,6 +16,8 @@ pub struct StepResult {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
+    /// Where it ran.
+    pub cluster: Cluster,
     pub namespace: String,
     pub installed_crd: bool,
     pub kept: bool,
@@ -34,6 +38,7 @@ impl Report {
 #[cfg(test)]
 pub fn sample(oks: &[bool]) -> Report {
     Report {
+        cluster: Cluster { context: "kind-lab".into(), kind: Some("lab".into()) },
         namespace: "ns".into(),
         installed_crd: false,
         kept: false,

@@ -24,6 +24,8 @@ pub struct Ctx {
     pub client: Client,
     pub ns: String,
     pub opts: Options,
+    /// Where it runs: on kind, a missing image names `kind load`.
+    pub cluster: super::cluster::Cluster,
 }
 
 type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<String>> + Send + 'a>>;
@@ -85,14 +87,19 @@ where
     }
 }
 
-async fn wait_available(c: &Ctx, name: &str, replicas: i32) -> Runner {
+/// Until the Runner has `replicas` ready, or a Pod of the namespace cannot
+/// get its image (that never heals by waiting).
+async fn wait_available(c: &Ctx, name: &str, replicas: i32) -> Result<Runner> {
     let api = runners(c);
     until(|| {
         let api = api.clone();
         async move {
+            if let Some(m) = super::cluster::missing_image(&c.client, &c.ns, &c.cluster).await {
+                return Some(Err(Error::StepFailed(m)));
+            }
             let r = api.get(name).await.ok()?;
             let s = r.status.as_ref()?;
-            (crate::api::is_ready(&r) && s.ready_replicas == replicas).then_some(r)
+            (crate::api::is_ready(&r) && s.ready_replicas == replicas).then_some(Ok(r))
         }
     })
     .await
@@ -104,7 +111,7 @@ async fn create_and_ready(c: &Ctx) -> Result<String> {
         .create(&PostParams::default(), &Runner::new(WEB, spec))
         .await
         .map_err(|e| Error::api("create", "Runner", &c.ns, WEB, e))?;
-    let r = wait_available(c, WEB, 1).await;
+    let r = wait_available(c, WEB, 1).await?;
     Ok(r.status.and_then(|s| s.message).unwrap_or_default())
 }
 
@@ -146,7 +153,7 @@ async fn scale(c: &Ctx) -> Result<String> {
             .patch_scale(WEB, &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicas": n } })))
             .await
             .map_err(|e| Error::api("scale", "Runner", &c.ns, WEB, e))?;
-        wait_available(c, WEB, n).await;
+        wait_available(c, WEB, n).await?;
         // The manager writes the children before the status says Ready.
         wanted_children(c).await?;
     }
@@ -164,7 +171,7 @@ async fn self_heal(c: &Ctx) -> Result<String> {
         async move { deps.get_opt(WEB).await.ok().flatten().filter(|d| d.uid() != old).map(|d| d.uid()) }
     })
     .await;
-    wait_available(c, WEB, 2).await;
+    wait_available(c, WEB, 2).await?;
     Ok(format!("re-created as {}", new.unwrap_or_default()))
 }
 
@@ -174,7 +181,7 @@ async fn rollout(c: &Ctx) -> Result<String> {
         .patch(WEB, &PatchParams::default(), &Patch::Merge(json!({ "spec": { "image": image } })))
         .await
         .map_err(|e| Error::api("patch", "Runner", &c.ns, WEB, e))?;
-    let r = wait_available(c, WEB, 2).await;
+    let r = wait_available(c, WEB, 2).await?;
     let d =
         ns_api::<Deployment>(c).get(WEB).await.map_err(|e| Error::api("get", "Deployment", &c.ns, WEB, e))?;
     let live = d.spec.template.spec.and_then(|s| s.containers.first().and_then(|c| c.image.clone()));

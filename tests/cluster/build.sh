@@ -10,6 +10,8 @@
 # RUNNER_CLUSTER_REAL_NODE=1 also builds kubelet and kube-proxy (for
 # tests/cluster/real-node.sh), from the same wrapper module, into the same
 # cache dir; without it they are neither built nor required.
+# RUNNER_CLUSTER_KIND=1 builds those and kubeadm too, for the kind node image
+# (tests/kind/build.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/cluster/versions.env
@@ -30,7 +32,8 @@ trap 'rm -rf "$work"' EXIT
 
 build_kubernetes() {
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-  [ "${RUNNER_CLUSTER_REAL_NODE:-0}" = 1 ] && cmds+=(kubelet kube-proxy)
+  [ "${RUNNER_CLUSTER_REAL_NODE:-0}" = 1 ] || [ "${RUNNER_CLUSTER_KIND:-0}" = 1 ] && cmds+=(kubelet kube-proxy)
+  [ "${RUNNER_CLUSTER_KIND:-0}" = 1 ] && cmds+=(kubeadm)
   local missing=0 c
   for c in "${cmds[@]}"; do [ -x "$BIN/$c" ] || missing=1; done
   [ "$missing" = 0 ] && { step "kubernetes $K8S_VERSION: cached"; return; }

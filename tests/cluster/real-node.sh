@@ -16,6 +16,9 @@
 #                               into the node's containerd, as `kind load` does
 #   real-node.sh tag IMAGE NEW  a second name for a loaded image (an upgrade
 #                               to a new tag, without building twice)
+#   real-node.sh images         builds the pause and web images (cached) and
+#                               prints the web image's tarball (tests/kind/ci.sh
+#                               loads it into kind)
 #
 # Everything with an address lives in one network namespace, runner-<cluster>:
 # the control plane (up.sh re-runs itself inside it), containerd's CNI
@@ -424,6 +427,11 @@ case "${1:-}" in
     ;;
   up) up ;;
   down) down ;;
+  images)
+    packages
+    build_images
+    echo "$WEB_TAR"
+    ;;
   netns-delete)
     if [ -e "/run/netns/$REAL_NODE_NETNS" ]; then
       ip netns delete "$REAL_NODE_NETNS"
@@ -442,5 +450,5 @@ case "${1:-}" in
     rctr -n k8s.io images tag --force "$2" "$3" > /dev/null
     rstep "tagged $2 as $3"
     ;;
-  *) echo "usage: $0 prepare|up|down|netns-delete|load TAR|tag IMAGE NEW-NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|up|down|netns-delete|images|load TAR|tag IMAGE NEW-NAME" >&2; exit 2 ;;
 esac

@@ -1,9 +1,11 @@
 //! `e2e`'s report as the user reads it: one line per step while it runs,
 //! then a summary line or JSON. The JSON's field names are stable:
-//! `namespace`, `installedCrd`, `kept`, `interrupted`, `seconds`,
+//! `cluster.{context, kind}` (kind only on a kind cluster), `namespace`,
+//! `installedCrd`, `kept`, `interrupted`, `seconds`,
 //! `artifacts`, `passed`, `steps[].{name, ok, seconds, detail}`.
 
 use super::Safe;
+use crate::e2e::cluster::Cluster;
 use crate::e2e::{Report, StepResult};
 
 /// The first line, on stderr: where the run goes (the version is the
@@ -33,15 +35,24 @@ pub fn summary(r: &Report) -> String {
         "FAILED"
     };
     let mut s = format!(
-        "e2e {verdict}: {ok}/{} steps in {:.1} s (namespace {})",
+        "e2e {verdict}: {ok}/{} steps in {:.1} s on {} (namespace {})",
         r.steps.len(),
         r.seconds,
+        cluster(&r.cluster),
         Safe::new(&r.namespace)
     );
     if let Some(dir) = &r.artifacts {
         s.push_str(&format!("; artifacts in {}", Safe::new(dir)));
     }
     s + "\n"
+}
+
+/// "kind cluster NAME (context CTX)" or "context CTX".
+pub fn cluster(c: &Cluster) -> String {
+    match &c.kind {
+        Some(name) => format!("kind cluster {} (context {})", Safe::new(name), Safe::new(&c.context)),
+        None => format!("context {}", Safe::new(&c.context)),
+    }
 }
 
 /// Pretty JSON of the report plus its verdict (`passed`), with a trailing
@@ -61,7 +72,10 @@ mod tests {
     #[test]
     fn the_summary_counts_steps_and_json_has_stable_fields() {
         let r = report(&[true, false]);
-        assert_eq!(summary(&r), "e2e FAILED: 1/2 steps in 2.0 s (namespace ns)\n");
+        assert_eq!(
+            summary(&r),
+            "e2e FAILED: 1/2 steps in 2.0 s on kind cluster lab (context kind-lab) (namespace ns)\n"
+        );
         let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
         assert_eq!(v["passed"], false);
         assert_eq!(v["installedCrd"], false);
@@ -75,7 +89,7 @@ mod tests {
         r.artifacts = Some("e2e-artifacts/ns".into());
         assert_eq!(
             summary(&r),
-            "e2e interrupted: 1/1 steps in 2.0 s (namespace ns); artifacts in e2e-artifacts/ns\n"
+            "e2e interrupted: 1/1 steps in 2.0 s on kind cluster lab (context kind-lab) (namespace ns); artifacts in e2e-artifacts/ns\n"
         );
     }
 
