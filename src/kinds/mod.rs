@@ -161,7 +161,7 @@ impl Facts {
 /// A child kind with its types erased, for code that reads or shows
 /// children of any kind (the CLI, diagnose, RBAC).
 pub trait Kind: Send + Sync {
-    /// `Deployment`, `Service`, ...
+    /// The Kubernetes kind (`Deployment`).
     fn kind(&self) -> &'static str;
     fn short(&self) -> &'static str;
     /// API group ("" for core).
