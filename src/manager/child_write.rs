@@ -25,7 +25,7 @@ use kube::Client;
 use super::child_step::{self, Live, Step};
 use super::metrics::Metrics;
 use super::own_writes::Recent;
-use super::revert::{self, Revert};
+use super::revert_attribution::{self as revert, Revert};
 use crate::api::{FIELD_MANAGER, Runner};
 use crate::error::{Error, Result, is_rejection};
 use crate::kinds::drift::{self, Rules};
