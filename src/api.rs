@@ -63,7 +63,7 @@ pub const DEFAULT_PORT: i32 = 80;
     shortname = "rn",
     status = "RunnerStatus",
     derive = "PartialEq",
-    doc = "A Runner declares an image and a replica count; the manager makes a Deployment, a Service, with a host an Ingress, and from 2 replicas a PodDisruptionBudget.",
+    doc = "A Runner declares an image and a replica count; the manager makes its children of them (the CRD's description, `manifests::runner_crd`, names each).",
     scale(
         spec_replicas_path = ".spec.replicas",
         status_replicas_path = ".status.replicas",

@@ -1,6 +1,6 @@
 //! Pure: the record a deleted Runner leaves behind, so "what ran here, and
 //! with which spec?" has an answer after the Runner is gone. The manager
-//! writes it (`manager::deletion_record`) just before it removes
+//! writes it (`manager::deletion_record_write`) just before it removes
 //! its finalizer; `kubectl runner history` reads it.
 //!
 //! The record is one ConfigMap per namespace, [`CONFIGMAP`], with one data

@@ -41,6 +41,6 @@ pub mod manifests;
 pub mod ownership;
 pub mod pod_admission;
 pub mod rbac;
-pub mod reverted;
+pub mod revert;
 pub mod rollout;
 pub mod service_account;

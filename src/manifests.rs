@@ -83,9 +83,18 @@ impl Manifest {
     }
 }
 
+/// The Runner CRD as its types declare it, described by the child kinds
+/// ([`crate::kinds::crd_description`]); tests install it unlabelled.
+pub fn runner_crd() -> CustomResourceDefinition {
+    let mut crd = Runner::crd();
+    let schemas = crd.spec.versions.iter_mut().filter_map(|v| v.schema.as_mut()?.open_api_v3_schema.as_mut());
+    schemas.for_each(|s| s.description = Some(crate::kinds::crd_description()));
+    crd
+}
+
 /// The Runner CRD, labelled as installed by this tool.
 pub fn crd() -> CustomResourceDefinition {
-    let mut crd = Runner::crd();
+    let mut crd = runner_crd();
     crd.metadata
         .labels
         .get_or_insert_with(Default::default)

@@ -55,7 +55,7 @@ pub fn orphaned_from(child: &ObjectMeta, runner_uid: &str) -> bool {
 /// A child the Runner may not touch, for its status and Events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {
-    /// The child's kind: `Deployment`, `Service`, ...
+    /// The child's Kubernetes kind (`Deployment`).
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt};
 use kubectl_runner::api::{CRD_NAME, MAX_IMAGE_LEN, MAX_NAME_LEN, Runner, RunnerSpec, rules};
 use kubectl_runner::cli::create;
 use support::{TestNs, ensure_crd, wait_for};
@@ -176,7 +176,7 @@ async fn the_host_rule_refuses_exactly_what_the_ingress_api_refuses() {
 /// Applies the CRD of the code without its root rule, as a cluster had it
 /// before the rule existed.
 async fn apply_crd_without_the_name_rule(client: &Client) {
-    let mut crd = serde_json::to_value(Runner::crd()).unwrap();
+    let mut crd = serde_json::to_value(kubectl_runner::manifests::runner_crd()).unwrap();
     let root = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
     root.as_object_mut().unwrap().remove("x-kubernetes-validations").expect("the CRD has a root rule");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kubectl_runner::api::{FINALIZER, Runner, RunnerSpec};
 use kubectl_runner::deletion_record::{CONFIGMAP, Entry, MAX_ENTRIES, Plan, entries, plan};
-use kubectl_runner::manager::deletion_record::{BUDGET, record};
+use kubectl_runner::manager::deletion_record_write::{BUDGET, record};
 use serde_json::{Value, json};
 use support::{
     ManagerHandle, TestNs, apply_generated_rbac, as_manager_service_account, cli, ensure_crd, wait_for,

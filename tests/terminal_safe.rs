@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{Client, ResourceExt};
 use kubectl_runner::api::{CRD_NAME, Runner, RunnerSpec};
 use support::{ManagerHandle, TestNs, cli, ensure_crd, wait_for};
 
@@ -74,7 +74,7 @@ async fn image_rule_in_force(api: &Api<Runner>, in_force: bool) {
 
 /// Applies the CRD of the code without the rule on `spec.image`.
 async fn apply_crd_without_the_image_rule(client: &Client) {
-    let mut crd = serde_json::to_value(Runner::crd()).unwrap();
+    let mut crd = serde_json::to_value(kubectl_runner::manifests::runner_crd()).unwrap();
     let image = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         ["image"];
     image.as_object_mut().unwrap().remove("x-kubernetes-validations").expect("the CRD has an image rule");

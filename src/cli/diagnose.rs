@@ -50,11 +50,7 @@ Permissions diagnose itself needs (it is read-only except for --fix):
           list pods in runner-system
   list    clusterrolebindings, and rolebindings in the namespaces checked;
   get     clusterroles and roles they refer to
-  get, list runners; get deployments, services, ingresses; list pods and
-          events, in the namespaces diagnosed
-  --observe: watch runners, deployments, services, ingresses,
-          poddisruptionbudgets and pods in the namespaces diagnosed
-  --fix:  patch runners (and list deployments, services, ingresses)
+{CHILDREN}
 Reads that are forbidden are reported as `gather-incomplete`, not fatal.
 
 Exit codes:
@@ -72,9 +68,36 @@ Examples:
   kubectl runner diagnose web --observe 20s    # fights between field managers, write loops
   kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone";
 
+/// [`AFTER_HELP`] with the reads of children, one per kind of
+/// [`crate::kinds::all`], wrapped as the rest of the text is.
+fn after_help() -> String {
+    let plurals: Vec<&str> = crate::kinds::all().iter().map(|k| k.plural()).collect();
+    let children = plurals.join(", ");
+    let lines = [
+        format!("  get, list runners; get {children}; list pods and events, in the namespaces diagnosed"),
+        format!("  --observe: watch runners, {children} and pods in the namespaces diagnosed"),
+        format!("  --fix:  patch runners (and list {children})"),
+    ];
+    AFTER_HELP.replace("{CHILDREN}", &lines.map(|l| wrap(&l)).join("\n"))
+}
+
+/// `line` broken at spaces into lines of at most 79 characters, the
+/// continuations indented by ten.
+fn wrap(line: &str) -> String {
+    const WIDTH: usize = 79;
+    let (mut out, mut rest) = (String::new(), line.to_string());
+    while rest.len() > WIDTH {
+        let Some(cut) = rest[..=WIDTH].rfind(' ').filter(|&i| i > 10) else { break };
+        out += &rest[..cut];
+        out.push('\n');
+        rest = format!("          {}", &rest[cut + 1..]);
+    }
+    out + &rest
+}
+
 /// Explain why a Runner or the manager is not working.
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = after_help())]
 pub struct DiagnoseArgs {
     /// Only this Runner (plus the installation, manager and permissions).
     pub name: Option<String>,

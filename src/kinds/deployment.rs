@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
-use super::packed::Packed;
+use super::packed::{self, Packed};
 use super::view::Labels;
 use super::{ChildKind, Facts, Merge, meta, pod_fields};
 use crate::api::Runner;
@@ -127,6 +127,7 @@ pub struct DeploymentView {
 }
 
 crate::resource_as!(DeploymentView, Deployment);
+packed::dictionary!(DeploymentView, include_str!("deployment.sample.json"));
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DeploymentSpecView {

@@ -7,7 +7,7 @@ use k8s_openapi::api::networking::v1::{
 };
 use kube::ResourceExt;
 
-use super::{ChildKind, Facts, Merge, meta};
+use super::{ChildKind, Facts, Merge, meta, packed};
 use crate::api::Runner;
 
 /// The Ingress kind.
@@ -20,6 +20,7 @@ impl ChildKind for Ingresses {
     const SHORT: &'static str = "ing";
     const WHY: &'static str = "create, repair and delete the Runner's Ingress when spec.host is set";
     // Ingress rules: listType=atomic.
+    const WHEN: &'static str = "with a host";
     const MERGE: &'static [(&'static [&'static str], Merge)] = &[(&["spec", "rules"], Merge::Atomic)];
 
     fn desired(runner: &Runner) -> Option<Ingress> {
@@ -66,6 +67,8 @@ pub fn hosts(i: &Ingress) -> Option<String> {
         i.spec.iter().flat_map(|s| s.rules.iter().flatten()).filter_map(|r| r.host.clone()).collect();
     (!hosts.is_empty()).then(|| hosts.join(","))
 }
+
+packed::dictionary!(Ingress, include_str!("ingress.sample.json"));
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
-//! Pure: the metadata the manager keeps of a watched Pod, Deployment or
-//! Service, decoded straight from the stream into `ObjectMeta` (which
+//! Pure: the metadata the manager keeps of a watched Pod and of a child
+//! decoded as a lean view ([`super::view`]), decoded straight from the stream into `ObjectMeta` (which
 //! kube's store needs) without allocating for what is dropped.
 
 use std::collections::BTreeMap;

@@ -15,7 +15,7 @@ pub fn selector_labels(runner: &Runner) -> BTreeMap<String, String> {
     BTreeMap::from([(RUNNER_UID_LABEL.to_string(), runner.uid().unwrap_or_default())])
 }
 
-/// [`selector_labels`] as a label selector (Deployment, PodDisruptionBudget).
+/// [`selector_labels`] as a label selector, for the kinds that select the Runner's Pods.
 pub fn selector(runner: &Runner) -> LabelSelector {
     LabelSelector { match_labels: Some(selector_labels(runner)), ..Default::default() }
 }

@@ -28,7 +28,6 @@ use crate::api::Runner;
 use crate::rollout::Rollout;
 
 pub mod deployment;
-pub mod dictionary;
 pub mod drift;
 pub mod ingress;
 pub mod lean_meta;
@@ -102,6 +101,10 @@ pub trait ChildKind: 'static {
     /// Paths (field names, `[]` for a list entry) where server-side apply
     /// does not merge key by key; everything else is granular.
     const MERGE: &'static [(&'static [&'static str], Merge)];
+    /// When a Runner has one, as the CRD's description says it before the
+    /// kind (`with a host`); empty: every Runner has one. The prose of
+    /// [`ChildKind::desired`] (a test holds them together).
+    const WHEN: &'static str = "";
 
     /// The object the Runner wants, or None when it should have none.
     fn desired(runner: &Runner) -> Option<Self::Object>;
@@ -158,7 +161,7 @@ impl Facts {
 /// A child kind with its types erased, for code that reads or shows
 /// children of any kind (the CLI, diagnose, RBAC).
 pub trait Kind: Send + Sync {
-    /// `Deployment`, `Service`, ...
+    /// The Kubernetes kind (`Deployment`).
     fn kind(&self) -> &'static str;
     fn short(&self) -> &'static str;
     /// API group ("" for core).
@@ -166,6 +169,8 @@ pub trait Kind: Send + Sync {
     /// Plural resource name, as RBAC and URLs spell it.
     fn plural(&self) -> &'static str;
     fn why(&self) -> &'static str;
+    /// [`ChildKind::WHEN`].
+    fn when(&self) -> &'static str;
     fn api_resource(&self) -> ApiResource;
     /// True when the Runner should have a child of this kind.
     fn wanted(&self, runner: &Runner) -> bool;
@@ -204,6 +209,9 @@ impl<K: ChildKind> Kind for Erased<K> {
     }
     fn why(&self) -> &'static str {
         K::WHY
+    }
+    fn when(&self) -> &'static str {
+        K::WHEN
     }
     fn api_resource(&self) -> ApiResource {
         ApiResource::erase::<K::Object>(&())
@@ -245,24 +253,61 @@ pub fn by_name(kind: &str) -> Option<&'static dyn Kind> {
     all().iter().copied().find(|k| k.kind() == kind)
 }
 
+/// The CRD's description: what a Runner declares, and the children the
+/// manager makes of it ([`all`], each with its [`ChildKind::WHEN`]).
+pub fn crd_description() -> String {
+    let made: Vec<String> = all()
+        .iter()
+        .map(|k| {
+            let article = if k.kind().starts_with(['A', 'E', 'I', 'O', 'U']) { "an" } else { "a" };
+            let when = if k.when().is_empty() { String::new() } else { format!("{} ", k.when()) };
+            format!("{when}{article} {}", k.kind())
+        })
+        .collect();
+    let made = match made.split_last() {
+        Some((last, init)) if !init.is_empty() => format!("{}, and {last}", init.join(", ")),
+        _ => made.concat(),
+    };
+    format!("A Runner declares an image and a replica count; the manager makes {made}.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Each kind names its own resource (kube's `Resource` and
+    /// k8s-openapi's agree), and no name is taken twice.
     #[test]
     fn every_kind_is_listed_once_with_its_own_resource() {
-        let kinds: Vec<_> = all().iter().map(|k| (k.kind(), k.group(), k.plural())).collect();
-        assert_eq!(
-            kinds,
-            [
-                ("Deployment", "apps", "deployments"),
-                ("Service", "", "services"),
-                ("Ingress", "networking.k8s.io", "ingresses"),
-                ("PodDisruptionBudget", "policy", "poddisruptionbudgets"),
-            ]
-        );
-        let mut shorts: Vec<_> = all().iter().map(|k| k.short()).collect();
-        shorts.dedup();
-        assert_eq!(shorts.len(), all().len(), "short names are unique");
+        for &k in all() {
+            let r = k.api_resource();
+            assert_eq!(
+                (r.kind.as_str(), r.group.as_str(), r.plural.as_str()),
+                (k.kind(), k.group(), k.plural())
+            );
+            assert_eq!(by_name(k.kind()), Some(k));
+        }
+        for name in [|k: &dyn Kind| k.kind(), |k: &dyn Kind| k.plural(), |k: &dyn Kind| k.short()] {
+            let mut names: Vec<_> = all().iter().map(|&k| name(k)).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), all().len(), "unique: {names:?}");
+        }
+    }
+
+    /// A kind without a condition is made for the plainest Runner (one
+    /// replica, no host); a kind with one is not, and a Runner with every
+    /// option has them all. The description names them in [`visit`] order.
+    #[test]
+    fn when_agrees_with_desired_and_the_description_names_every_kind() {
+        let mut plain = served_fixture::runner();
+        plain.spec = crate::api::RunnerSpec::new("nginx:1.27").replicas(1);
+        for &k in all() {
+            assert_eq!(k.wanted(&plain), k.when().is_empty(), "{k:?}: {:?}", k.when());
+            assert!(k.wanted(&served_fixture::runner()), "{k:?}");
+        }
+        let text = crd_description();
+        let at: Vec<_> = all().iter().map(|k| text.find(&format!(" {}", k.kind())).unwrap()).collect();
+        assert!(at.is_sorted(), "{text}");
     }
 }

@@ -6,7 +6,7 @@
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{ChildKind, Merge, meta};
+use super::{ChildKind, Merge, meta, packed};
 use crate::api::Runner;
 
 /// The PodDisruptionBudget kind.
@@ -25,6 +25,7 @@ impl ChildKind for Budgets {
     const WHY: &'static str =
         "create, repair and delete the Runner's PodDisruptionBudget when it has 2 or more replicas";
     // LabelSelector is a structType=atomic.
+    const WHEN: &'static str = "from 2 replicas";
     const MERGE: &'static [(&'static [&'static str], Merge)] = &[(&["spec", "selector"], Merge::Atomic)];
 
     fn desired(runner: &Runner) -> Option<PodDisruptionBudget> {
@@ -59,6 +60,8 @@ impl ChildKind for Budgets {
         )
     }
 }
+
+packed::dictionary!(PodDisruptionBudget, include_str!("pdb.sample.json"));
 
 #[cfg(test)]
 mod tests {

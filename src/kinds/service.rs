@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 
 use super::view::Labels;
-use super::{ChildKind, Merge, meta};
+use super::{ChildKind, Merge, meta, packed};
 use crate::api::Runner;
 
 /// The Service kind.
@@ -78,6 +78,7 @@ pub struct ServiceView {
     pub spec: ServiceSpecView,
 }
 crate::resource_as!(ServiceView, Service);
+packed::dictionary!(ServiceView, include_str!("service.sample.json"));
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ServiceSpecView {

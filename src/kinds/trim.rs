@@ -1,9 +1,9 @@
 //! Pure: what the manager keeps of a watched Runner, and of a child cached
-//! as its full type (Ingress, PodDisruptionBudget). Each loses what
-//! reconcile never reads (managedFields, annotations, timestamps); memory
-//! then grows with the fields we own, not with what the apiserver and
-//! other controllers add. Deployments and Services, many more fields and
-//! many more of them, are decoded into lean views instead ([`super::view`]).
+//! as its full type (`ChildKind::View` = `ChildKind::Object`). Each loses
+//! what reconcile never reads (managedFields, annotations, timestamps);
+//! memory then grows with the fields we own, not with what the apiserver
+//! and other controllers add. Kinds with many more fields, and many more
+//! objects, are decoded into lean views instead ([`super::view`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -13,7 +13,7 @@ use crate::kinds::{ChildKind, Facts};
 
 /// A child kind's cache, as the manager iterates over it.
 pub trait ChildCache: Send + Sync {
-    /// `Deployment`, `Service`, ...
+    /// The kind's name ([`crate::kinds::Kind::kind`]).
     fn kind(&self) -> &'static str;
     /// Resolves once the cache holds its first list.
     fn synced(&self) -> BoxFuture<'static, ()>;

@@ -28,7 +28,7 @@ pub use requests::create_only;
 
 use super::child_step::{self, Live, Step, TakeOver};
 use super::error::{Error, Result};
-use super::revert::{self, Revert};
+use super::revert_attribution::{self as revert, Revert};
 use crate::api::Runner;
 use crate::error::{FromApi, is_rejection};
 use crate::kinds::drift;

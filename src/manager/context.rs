@@ -10,7 +10,7 @@ use kube::runtime::events::Recorder;
 
 use super::child_cache::ChildCache;
 use super::child_write::Writes;
-use super::deletion_record::Queues;
+use super::deletion_record_write::Queues;
 use super::metrics::Metrics;
 use super::own_writes::Recent;
 use super::pod_problems::PodProblems;

@@ -15,7 +15,7 @@ pub mod child_write;
 pub mod context;
 pub mod controller;
 pub mod debounce;
-pub mod deletion_record;
+pub mod deletion_record_write;
 pub mod error;
 pub mod leader;
 pub mod metrics;
@@ -29,7 +29,7 @@ pub mod reconcile;
 pub mod relist;
 pub mod resync;
 pub mod retry;
-pub mod revert;
+pub mod revert_attribution;
 pub mod runner_patch;
 pub mod runner_step;
 pub mod server;
@@ -41,6 +41,6 @@ pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};
 pub use error::{Error, Result};
 
 #[cfg(test)]
-mod deletion_record_tests;
+mod deletion_record_write_tests;
 #[cfg(test)]
 mod reconcile_tests;

@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::child_write::Outcome;
 use super::context::{Context, runner_key};
-use super::deletion_record;
+use super::deletion_record_write;
 use super::error::{Error, Result};
 use super::retry;
 use super::runner_patch::{add_finalizer, patch_status, remove_finalizer};
@@ -188,9 +188,11 @@ async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool
         orphan = orphaned;
     }
     // While the Runner and its spec are still there; bounded, never blocking.
-    let record = deletion_record::write(&ctx.client, &ctx.metrics, &ctx.deletion_records, runner, orphan);
+    let record =
+        deletion_record_write::write(&ctx.client, &ctx.metrics, &ctx.deletion_records, runner, orphan);
     if let Err(why) = record.await {
-        publish(ctx, runner, EventType::Warning, deletion_record::REASON_NOT_RECORDED, "Cleanup", why).await;
+        publish(ctx, runner, EventType::Warning, deletion_record_write::REASON_NOT_RECORDED, "Cleanup", why)
+            .await;
     }
     remove_finalizer(api, runner).await?;
     ctx.metrics.write("remove_finalizer");

@@ -83,14 +83,15 @@ mod tests {
     #[test]
     fn the_deletion_note_names_every_kind_that_went() {
         let r = runner(true, &[FINALIZER]);
-        let all = ["Deployment", "Service", "Ingress", "PodDisruptionBudget"];
+        let all: Vec<&str> = crate::kinds::all().iter().map(|k| k.kind()).collect();
+        let (last, init) = all.split_last().unwrap();
         assert_eq!(
             deletion_note(&r, false, &all),
-            "Runner deleted: image nginx:1.27, 2 replicas; Deployment, Service, Ingress and PodDisruptionBudget removed"
+            format!("Runner deleted: image nginx:1.27, 2 replicas; {} and {last} removed", init.join(", "))
         );
         assert_eq!(
-            deletion_note(&r, false, &["Service"]),
-            "Runner deleted: image nginx:1.27, 2 replicas; Service removed"
+            deletion_note(&r, false, &[last]),
+            format!("Runner deleted: image nginx:1.27, 2 replicas; {last} removed")
         );
         assert!(deletion_note(&r, false, &[]).ends_with("no children were left to remove"));
         assert!(deletion_note(&r, true, &all).contains("orphaned"));

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt};
 
 /// Label on every namespace a test creates, so a leftover one is easy to find.
 pub const TEST_LABEL: &str = "kubectl-runner.test";
@@ -103,7 +103,7 @@ impl Drop for TestNs {
 /// waits until it is Established. Safe to call from many tests at once.
 pub async fn ensure_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = kubectl_runner::api::Runner::crd();
+    let crd = kubectl_runner::manifests::runner_crd();
     crds.patch(
         kubectl_runner::api::CRD_NAME,
         &PatchParams::apply("kubectl-runner-tests").force(),

@@ -50,7 +50,7 @@ pub const START_THE_MANAGER: &str = "start the manager (kubectl runner run-manag
      install --with-manager --image IMAGE); it deletes the children, then removes the finalizer. Do not remove \
      the finalizer by hand: that leaves the children behind";
 
-/// Every child kind, as a sentence: `Deployment, Service, ... and X`.
+/// Every child kind, as a sentence: `A, B and C`.
 fn kind_list() -> String {
     let kinds: Vec<&str> = crate::kinds::all().iter().map(|k| k.kind()).collect();
     match kinds.split_last() {

@@ -1,6 +1,6 @@
 //! Fights found without watching: the manager records each field it puts
 //! back as a `Reverted` Warning Event on the Runner, naming the field and
-//! the other field manager ([`crate::reverted`]), and the Event recorder
+//! the other field manager ([`crate::revert`]), and the Event recorder
 //! counts repeats. [`FIGHT`] or more reverts of one field by the same
 //! other manager within `--since` are a `write-fight`; fewer are a note
 //! (someone ran `kubectl scale` once).
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::api::{FIELD_MANAGER, condition};
 use crate::diagnose::finding::{Code, FieldCount, Finding, WriteCounts};
 use crate::diagnose::snapshot::{RunnerState, Snapshot};
-use crate::reverted::Revert;
+use crate::revert::Revert;
 
 use super::{age, human, observed, runner_ref};
 

@@ -15,7 +15,7 @@ use kube::api::Api;
 use crate::api::Runner;
 use crate::kinds::drift::readable;
 use crate::kinds::{Object, managed_fields};
-pub use crate::reverted::Revert;
+pub use crate::revert::Revert;
 
 /// Pure: is drift found on an existing child a revert of someone else's
 /// change? Only when the Runner's status has observed its current spec:

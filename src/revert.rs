@@ -1,7 +1,8 @@
 //! Pure: the record of a field the manager put back after another field
 //! manager changed it. The manager writes it as the note of a `Reverted`
 //! Warning Event on the Runner; `diagnose` reads it back from there to
-//! report a fight without watching. One format, written and parsed here.
+//! report a fight without watching. One format, written and parsed here;
+//! the manager finds a revert and its author in `manager::revert_attribution`.
 
 /// A field of ours that someone else changed and a pass put back.
 #[derive(Debug, Clone, PartialEq)]
