@@ -39,7 +39,7 @@ pub(super) fn where_(ns: Option<&str>) -> String {
 }
 
 /// The Runners in scope, each with its surroundings. Nothing when the CRD
-/// is missing (the install check says so).
+/// is known to be missing (the install check says so).
 pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<RunnerState>, Gaps) {
     let mut gaps = Gaps::default();
     if !crd_present {
