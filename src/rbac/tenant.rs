@@ -1,6 +1,6 @@
 //! The roles for the people who use Runners (not the manager), as data:
 //! [`TENANT_PERMISSIONS`] drives the `runner-viewer`, `runner-editor` and
-//! `runner-admin` ClusterRoles (`crate::manifests`), aggregated into the
+//! `runner-admin` ClusterRoles (in `manifests/`), aggregated into the
 //! built-in `view`, `edit` and `admin`.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
