@@ -3,7 +3,8 @@
 //! aggregate into) reach Runners; a user who may not read one child kind
 //! (each kind of the registry in turn) still gets describe, get -o wide,
 //! delete --wait and diagnose; get and describe take several names; and
-//! diagnose reports a missing child at once when the status says it was made.
+//! diagnose reports a missing child at once when the status says it was made;
+//! install applies the tenant roles and uninstall finds them.
 //! Users are impersonated (`--as`) by the test's admin identity.
 
 mod support;
@@ -247,4 +248,27 @@ async fn diagnose_reports_a_missing_child_at_once_when_the_status_says_it_was_ma
     let o = cli(&["-n", &ns.name, "diagnose", "web", "--churn-window", "0s"]).await;
     assert_eq!(o.status.code(), Some(3), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("child-missing") && out(&o).contains("Service"), "{}", out(&o));
+}
+
+#[tokio::test]
+async fn install_applies_the_tenant_roles_and_uninstall_finds_them_to_remove() {
+    let ns = TestNs::new("tenant-install").await;
+    ensure_crd(&ns.client).await;
+    let o = cli(&["install", "--dry-run=server"]).await;
+    ok(&o, "install --dry-run=server");
+    for name in manifests::tenant_role_names() {
+        let line = format!("ClusterRole/{name} applied (server dry run)");
+        assert!(out(&o).contains(&line), "{line} not in:\n{}", out(&o));
+    }
+    apply_tenant_roles(&ns).await;
+    let ctx = kubectl_runner::cli::Ctx {
+        client: ns.client.clone(),
+        namespace: ns.name.clone(),
+        all_namespaces: false,
+    };
+    let targets = kubectl_runner::cli::uninstall::plan_uninstall(&ctx).await.unwrap();
+    let planned: Vec<String> = targets.iter().map(|t| t.describe()).collect();
+    for name in manifests::tenant_role_names() {
+        assert!(planned.contains(&format!("ClusterRole/{name}")), "{name} not in {planned:?}");
+    }
 }
