@@ -1,7 +1,8 @@
 //! Everything `install` applies and `manifests/` holds, generated from code:
-//! the CRD from [`crate::api`], the RBAC from [`crate::rbac::PERMISSIONS`], and
-//! the in-cluster manager. Nothing here is hand-edited YAML; a test fails when
-//! the files in `manifests/` drift from what these functions return.
+//! the CRD from [`crate::api`], the RBAC from [`crate::rbac::PERMISSIONS`], the
+//! tenant roles from [`crate::rbac::TenantRole`], and the in-cluster manager.
+//! Nothing here is hand-edited YAML; a test fails when the files in
+//! `manifests/` drift from what these functions return.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -10,6 +11,9 @@ use serde_json::{Value, json};
 
 use crate::api::Runner;
 use crate::rbac::{Scope, metrics_reader_rules, policy_rules};
+
+mod tenant;
+pub use tenant::{tenant_role_names, tenant_roles};
 
 /// Label on everything `install` creates; `uninstall` removes only objects
 /// that carry it, so it never deletes a CRD someone else installed.
@@ -280,10 +284,11 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
     vec![Manifest::new("apps/v1", "Deployment", "deployments", true, deployment)]
 }
 
-/// CRD, RBAC and (with an image) the manager, in apply order.
+/// CRD, RBAC, the tenant roles and (with an image) the manager, in apply order.
 pub fn all(image: Option<&str>, scope: &RbacScope) -> Vec<Manifest> {
     let mut out = vec![crd_manifest()];
     out.extend(rbac(scope));
+    out.extend(tenant_roles());
     if let Some(image) = image {
         out.extend(manager(image, scope));
     }
@@ -309,6 +314,7 @@ pub fn files() -> Vec<(&'static str, String)> {
     vec![
         ("crd.yaml", to_yaml(&[crd_manifest()])),
         ("rbac.yaml", to_yaml(&rbac(&cluster))),
+        ("tenant-roles.yaml", to_yaml(&tenant_roles())),
         ("manager.yaml", to_yaml(&manager(DEFAULT_MANAGER_IMAGE, &cluster))),
     ]
 }

@@ -3,10 +3,14 @@
 //! and `diagnose`'s SubjectAccessReviews. Adding a watch or a write in the
 //! manager without adding it here makes the drift test and the startup check
 //! fail, which is the seeds' "manager Ready but no children" bug, caught early.
+//! What the people who use Runners may do is data too ([`TenantRole`]).
 
 use std::sync::LazyLock;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
+
+mod tenant;
+pub use tenant::{TENANT_PERMISSIONS, TenantRole};
 
 /// Where a permission is needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,15 +204,18 @@ pub fn permissions(scope: Scope) -> impl Iterator<Item = &'static Permission> {
 
 /// PolicyRules for one scope, one rule per permission (no wildcards).
 pub fn policy_rules(scope: Scope) -> Vec<PolicyRule> {
-    permissions(scope)
-        .map(|p| PolicyRule {
-            api_groups: Some(vec![p.group.to_string()]),
-            resources: Some(vec![p.resource.to_string()]),
-            resource_names: p.resource_name.map(|n| vec![n.to_string()]),
-            verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
-            ..Default::default()
-        })
-        .collect()
+    permissions(scope).map(rule).collect()
+}
+
+/// The rule granting one permission.
+fn rule(p: &Permission) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![p.group.to_string()]),
+        resources: Some(vec![p.resource.to_string()]),
+        resource_names: p.resource_name.map(|n| vec![n.to_string()]),
+        verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

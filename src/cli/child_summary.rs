@@ -27,7 +27,7 @@ pub fn controlled_by(obj: &impl Resource, runner: &Runner) -> bool {
 }
 
 /// One line per child that exists, a `missing` line for a wanted child
-/// that does not, then one line per Pod.
+/// that does not (nothing for a kind not readable), then one line per Pod.
 pub fn summarize(runner: &Runner, c: &Children, pods: &[Pod]) -> Vec<ChildSummary> {
     let mut out = Vec::new();
     for &kind in kinds::all() {
@@ -38,7 +38,8 @@ pub fn summarize(runner: &Runner, c: &Children, pods: &[Pod]) -> Vec<ChildSummar
                 owned: controlled_by(obj, runner),
                 state: kind.state(obj),
             }),
-            None if kind.wanted(runner) => out.push(ChildSummary {
+            // A kind that could not be read is not said to be missing.
+            None if kind.wanted(runner) && c.is_readable(kind.kind()) => out.push(ChildSummary {
                 kind: kind.kind(),
                 name: runner.name_any(),
                 owned: false,
@@ -138,6 +139,18 @@ mod tests {
         let names: Vec<_> = s.iter().map(|c| c.kind).collect();
         let every: Vec<_> = kinds::all().iter().map(|k| k.kind()).collect();
         assert_eq!(names, every, "a host and 2 replicas");
+    }
+
+    #[test]
+    fn a_kind_not_readable_is_left_out_not_called_missing() {
+        let r = runner(crate::api::RunnerSpec::new("nginx").replicas(2));
+        for &kind in kinds::all() {
+            let mut c = Children::default();
+            c.mark_unreadable(crate::client::children::NotReadable::of(kind, "get"));
+            let s = summarize(&r, &c, &[]);
+            assert!(s.iter().all(|l| l.kind != kind.kind()), "{}: {s:?}", kind.kind());
+            assert!(s.iter().all(|l| l.state == "missing"), "the others still are: {s:?}");
+        }
     }
 
     #[test]

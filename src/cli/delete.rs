@@ -2,10 +2,11 @@
 //!
 //! [`selection`](super::selection) reads the Runners meant; with `-i` the
 //! user confirms the list first; [`delete_incarnation`] sends each delete,
-//! pinned to the UID read; [`wait_gone`] polls until the Runner (held by
-//! the manager's cleanup finalizer) and its children are gone, and on
-//! timeout returns what is still there, as data, so the message can name it
-//! and point at `diagnose`.
+//! pinned to the UID read; [`wait_gone`] polls until the Runner is gone,
+//! and on timeout returns what holds it, as data, so the message can name
+//! it and point at `diagnose`. It reads the Runner only: the manager's
+//! cleanup finalizer holds the Runner until its children are gone, so a
+//! user who may not read every child kind can still wait.
 
 use std::time::{Duration, Instant};
 
@@ -19,10 +20,8 @@ use super::progress::{self, Answer, Progress, Terminal};
 use super::selection::{self, SelectFlags, Selection};
 use super::{Ctx, Globals};
 use crate::api::Runner;
-use crate::client::children::{self, Children};
 use crate::client::runners;
 use crate::error::{FromApi, is_not_found};
-use k8s_openapi::api::core::v1::Pod;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -42,7 +41,8 @@ pub struct DeleteArgs {
     /// List the Runners and ask before deleting them; needs a terminal.
     #[arg(short = 'i', long)]
     pub interactive: bool,
-    /// Wait until each Runner, its children and its Pods are gone.
+    /// Wait until each Runner is gone (its finalizer holds it until its
+    /// children are).
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits, e.g. 90s or 2m.
@@ -103,21 +103,13 @@ impl Remaining {
     }
 }
 
-/// Pure: which of the Runner (with its finalizers) and its children still
-/// exist. Children are counted only when they belong to the deleted UID.
-pub fn remaining(runner: Option<&Runner>, uid: Option<&str>, c: &Children, pods: &[Pod]) -> Remaining {
+/// Pure: whether the deleted incarnation of the Runner (with its
+/// finalizers) still exists. A successor of the same name does not count.
+pub fn remaining(runner: Option<&Runner>, uid: Option<&str>) -> Remaining {
     let mut left = Vec::new();
     if let Some(r) = runner.filter(|r| uid.is_none() || r.uid().as_deref() == uid) {
         let fins = r.finalizers().join(", ");
         left.push(if fins.is_empty() { "Runner".into() } else { format!("Runner (finalizer {fins})") });
-    }
-    left.extend(c.names(|child| {
-        uid.is_some_and(|u| {
-            crate::ownership::ownership(&child.object.metadata, u) == crate::ownership::Ownership::Ours
-        })
-    }));
-    if !pods.is_empty() {
-        left.push(format!("{} Pod(s)", pods.len()));
     }
     Remaining(left)
 }
@@ -137,9 +129,7 @@ pub async fn wait_gone(
     let mut last = Remaining(vec!["?".into()]);
     loop {
         let runner = runners::get_opt(&ctx.client, ns, name).await?;
-        let kids = children::fetch(&ctx.client, ns, name).await?;
-        let pods = children::pods(&ctx.client, ns, name, uid).await?;
-        let left = remaining(runner.as_ref(), uid, &kids, &pods);
+        let left = remaining(runner.as_ref(), uid);
         if left.is_gone() || start.elapsed() >= timeout {
             return Ok(left);
         }
@@ -248,16 +238,6 @@ mod tests {
         .unwrap()
     }
 
-    fn deployment_owned_by(uid: &str) -> Children {
-        let d = serde_json::from_value(json!({ "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": { "name": "web", "ownerReferences": [
-            { "apiVersion": "v1", "kind": "Runner", "name": "web", "uid": uid, "controller": true }] } }))
-        .unwrap();
-        let mut c = Children::default();
-        c.insert(crate::kinds::by_name("Deployment").unwrap(), d);
-        c
-    }
-
     #[test]
     fn the_delete_carries_the_uid_it_read_as_a_precondition() {
         let dp = serde_json::to_value(delete_params(Some("u1"))).unwrap();
@@ -280,19 +260,18 @@ mod tests {
 
     #[test]
     fn nothing_left_means_gone() {
-        assert!(remaining(None, Some("u1"), &Children::default(), &[]).is_gone());
+        assert!(remaining(None, Some("u1")).is_gone());
     }
 
     #[test]
-    fn a_runner_held_by_its_finalizer_and_an_owned_deployment_are_both_named() {
-        let c = deployment_owned_by("u1");
-        let left = remaining(Some(&runner(&["lab.cloudlab.training/cleanup"])), Some("u1"), &c, &[]);
-        assert_eq!(left.0, vec!["Runner (finalizer lab.cloudlab.training/cleanup)", "Deployment web"]);
+    fn a_runner_held_by_its_finalizer_is_named_with_it() {
+        let left = remaining(Some(&runner(&["lab.cloudlab.training/cleanup"])), Some("u1"));
+        assert_eq!(left.0, vec!["Runner (finalizer lab.cloudlab.training/cleanup)"]);
     }
 
     #[test]
-    fn a_recreated_runner_and_a_stranger_deployment_do_not_count() {
-        assert!(remaining(Some(&runner(&[])), Some("u0"), &deployment_owned_by("other"), &[]).is_gone());
+    fn a_recreated_runner_does_not_count() {
+        assert!(remaining(Some(&runner(&[])), Some("u0")).is_gone());
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! `kubectl runner describe NAME`: gathers the Runner, its children and
+//! `kubectl runner describe NAME...`: gathers each Runner, its children and
 //! the recent Events of all of them into a [`Description`] (API reads
-//! only), which `output::describe` renders.
+//! only), which `output::describe` renders; several are separated as
+//! kubectl separates them. What the caller may not read (a child kind,
+//! Pods, Events) is left out and named once on stderr.
 
 use std::collections::HashSet;
 
@@ -14,7 +16,9 @@ use super::error::{Error, Result};
 use super::output;
 pub use super::output::describe::Description;
 use super::{Ctx, Globals};
-use crate::client::children;
+use crate::api::Runner;
+use crate::client::children::{self, NotReadable, is_forbidden, note_unreadable};
+use crate::client::runners;
 use crate::error::FromApi;
 
 /// How many Events `describe` shows, newest last.
@@ -23,30 +27,55 @@ pub const MAX_EVENTS: usize = 20;
 const AFTER_HELP: &str = "\
 Examples:
   kubectl runner describe web
-  kubectl runner describe web -n team-a";
+  kubectl runner describe web api -n team-a";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct DescribeArgs {
-    /// Runner to describe.
-    pub name: String,
+    /// Runners to describe.
+    #[arg(required = true)]
+    pub names: Vec<String>,
 }
 
-/// Reads the Runner, its children, and Events in its namespace.
-pub async fn describe(ctx: &Ctx, ns: &str, name: &str) -> Result<Description> {
-    let runner = crate::client::runners::get(&ctx.client, ns, name).await?;
-    let kids = children::fetch(&ctx.client, ns, name).await?;
-    let pods = children::pods(&ctx.client, ns, name, runner.uid().as_deref()).await?;
+/// Reads the Runner, its children, and Events in its namespace. What may
+/// not be read is left out and noted in `unreadable`.
+pub async fn describe(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    unreadable: &mut Vec<NotReadable>,
+) -> Result<Description> {
+    let runner = runners::get(&ctx.client, ns, name).await?;
+    describe_runner(ctx, runner, unreadable).await
+}
+
+/// [`describe`] of a Runner already read.
+async fn describe_runner(
+    ctx: &Ctx,
+    runner: Runner,
+    unreadable: &mut Vec<NotReadable>,
+) -> Result<Description> {
+    let (ns, name) = (runner.namespace().unwrap_or_default(), runner.name_any());
+    let kids = children::fetch(&ctx.client, &ns, &name).await?;
+    for n in kids.unreadable() {
+        note_unreadable(unreadable, n.clone());
+    }
+    let pods = children::pods(&ctx.client, &ns, &name, runner.uid().as_deref(), unreadable).await?;
     let summaries = child_summary::summarize(&runner, &kids, &pods);
     let mut uids: HashSet<String> = runner.uid().into_iter().collect();
     uids.extend(kids.iter().filter_map(|c| c.object.uid()));
     uids.extend(pods.iter().filter_map(|p| p.uid()));
-    let all = Api::<Event>::namespaced(ctx.client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Error::api("list", "Event", ns, "", e))?
-        .items;
-    Ok(Description { runner, children: summaries, events: related_events(all, &uids, name) })
+    let all = match Api::<Event>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) if is_forbidden(&e) => {
+            let refused = NotReadable { kind: "Event", verb: "list", resource: "events".into() };
+            note_unreadable(unreadable, refused);
+            vec![]
+        }
+        Err(e) => return Err(Error::api("list", "Event", &ns, "", e)),
+    };
+    let events = related_events(all, &uids, &name);
+    Ok(Description { runner, children: summaries, events })
 }
 
 /// Events about one of `uids`, or about a ReplicaSet of the Runner's
@@ -72,11 +101,37 @@ pub fn related_events(events: Vec<Event>, uids: &HashSet<String>, name: &str) ->
     out
 }
 
+/// Describes each name in order. One name that does not exist fails as
+/// before; with several, as kubectl, the others are still described and
+/// the missing ones named at the end (exit 1).
 pub async fn run(g: &Globals, a: DescribeArgs) -> Result<u8> {
-    validate_name(&a.name)?;
+    for name in &a.names {
+        validate_name(name)?;
+    }
     let ctx = g.connect().await?;
-    let d = describe(&ctx, &ctx.namespace.clone(), &a.name).await?;
-    output::emit(&output::describe(&d, k8s_openapi::jiff::Timestamp::now()))?;
+    let ns = ctx.namespace.clone();
+    let mut unreadable = vec![];
+    let mut texts = vec![];
+    let mut missing = vec![];
+    for name in &a.names {
+        let runner = match a.names.len() {
+            1 => runners::get(&ctx.client, &ns, name).await?,
+            _ => match runners::get_opt(&ctx.client, &ns, name).await? {
+                Some(r) => r,
+                None => {
+                    missing.push(name.clone());
+                    continue;
+                }
+            },
+        };
+        let d = describe_runner(&ctx, runner, &mut unreadable).await?;
+        texts.push(output::describe(&d, k8s_openapi::jiff::Timestamp::now()));
+    }
+    output::emit(&texts.join("\n\n"))?;
+    eprint!("{}", output::not_readable::warning(&unreadable, Some(&ns)));
+    if !missing.is_empty() {
+        return Err(Error::RunnersNotFound { namespace: ns, names: missing });
+    }
     Ok(super::exit::OK)
 }
 

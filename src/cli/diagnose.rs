@@ -20,7 +20,9 @@ renewal, in-cluster Deployment readiness, restarts and Pod waiting reasons, or
 no manager at all); the ServiceAccount's permissions, one SubjectAccessReview
 per verb and resource the manager needs in every namespace it watches, like
 `kubectl auth can-i --as=system:serviceaccount:NS:SA`, plus over-broad grants;
-Runners stuck Terminating and what holds them; missing or foreign children;
+Runners stuck Terminating and what holds them; missing or foreign children
+(missing at once when no manager is seen or the status says the children were
+made for this generation; within --grace only while a manager may still make them);
 Pods that cannot pull, start or schedule; status behind the spec, not Ready, or
 churning (a hot loop) and who writes it.
 
@@ -51,7 +53,8 @@ Permissions diagnose itself needs (it is read-only except for --fix):
   list    clusterrolebindings, and rolebindings in the namespaces checked;
   get     clusterroles and roles they refer to
 {CHILDREN}
-Reads that are forbidden are reported as `gather-incomplete`, not fatal.
+Reads that are forbidden are reported as `gather-incomplete`, not fatal; a child
+kind you may not read is named once as `not-readable`, and its checks skipped.
 
 Exit codes:
   0  no errors found (warnings and notes allowed)

@@ -1,4 +1,4 @@
-//! `kubectl runner get [NAME] [-A] [-l SELECTOR] [-o FORMAT] [--sort-by PATH]
+//! `kubectl runner get [NAME...] [-A] [-l SELECTOR] [-o FORMAT] [--sort-by PATH]
 //! [--show-labels] [-w]`.
 //!
 //! Reads Runners through [`crate::client::runners`], sorts them, picks the
@@ -34,6 +34,7 @@ go-template, --no-headers.
 Examples:
   kubectl runner get
   kubectl runner get web -o yaml
+  kubectl runner get web api
   kubectl runner get -A -o wide --show-labels
   kubectl runner get -l team=web -o name
   kubectl runner get -o jsonpath='{range .items[*]}{.metadata.name}{\"\\t\"}{.spec.image}{\"\\n\"}{end}'
@@ -44,8 +45,8 @@ Examples:
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct GetArgs {
-    /// Show only this Runner.
-    pub name: Option<String>,
+    /// Show only these Runners.
+    pub names: Vec<String>,
     /// Label selector, e.g. `team=web,tier!=db`.
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
@@ -72,33 +73,32 @@ enum Printer {
 }
 
 pub async fn run(g: &Globals, a: GetArgs) -> Result<u8> {
-    if a.name.is_some() && a.selector.is_some() {
+    if !a.names.is_empty() && a.selector.is_some() {
         return Err(Error::Invalid("give either NAME or -l SELECTOR, not both".into()));
     }
-    if a.name.is_some() && g.all_namespaces {
+    if !a.names.is_empty() && g.all_namespaces {
         return Err(Error::Invalid("NAME cannot be used with -A; pick a namespace with -n".into()));
     }
     let mut printer = printer(a.output.clone().load()?, a.show_labels, g.all_namespaces)?;
     let ctx = g.connect().await?;
     let ns = (!ctx.all_namespaces).then_some(ctx.namespace.as_str());
-    let mut items = match &a.name {
-        Some(name) => vec![runners::get(&ctx.client, &ctx.namespace, name).await?],
-        None => runners::list(&ctx.client, ns, a.selector.as_deref()).await?,
-    };
-    match (&a.sort_by, &a.name) {
+    let single = a.names.len() == 1;
+    let (mut items, missing) = read(&ctx, ns, &a).await?;
+    match &a.sort_by {
         // As kubectl: a watch prints the list in the server's order.
-        (Some(_), None) if a.watch => {
+        Some(_) if a.watch && !single => {
             eprintln!("warning: --watch requested, --sort-by will be ignored for watch events received");
         }
-        (Some(path), None) => items = sorted(items, path)?,
+        Some(path) if !single => items = sorted(items, path)?,
         _ => {}
     }
-    let single = a.name.is_some();
-    let kids = match &printer {
+    let (kids, unreadable) = match &printer {
         Printer::Table(opts) if opts.wide => children::index(&ctx.client, ns).await?,
-        _ => BTreeMap::new(),
+        _ => (BTreeMap::new(), vec![]),
     };
     let rendered = match &mut printer {
+        // Only names that do not exist: their error says it.
+        _ if items.is_empty() && !a.names.is_empty() => String::new(),
         Printer::Table(_) if items.is_empty() => {
             // kubectl says this on stderr and exits 0.
             eprint!("{}", output::no_resources(ns));
@@ -110,6 +110,10 @@ pub async fn run(g: &Globals, a: GetArgs) -> Result<u8> {
         Printer::Columns(cols, tw) => columns(cols, tw, &items, true)?,
     };
     output::emit(&rendered)?;
+    eprint!("{}", output::not_readable::warning(&unreadable, ns));
+    if !missing.is_empty() {
+        return Err(Error::RunnersNotFound { namespace: ctx.namespace.clone(), names: missing });
+    }
     if a.watch {
         let table = match &printer {
             Printer::Table(opts) => Some(output::WatchTable::new(&items, *opts, &kids, Timestamp::now())),
@@ -118,6 +122,26 @@ pub async fn run(g: &Globals, a: GetArgs) -> Result<u8> {
         watch(&ctx, ns, &a, printer, table, items.is_empty()).await?;
     }
     Ok(super::exit::OK)
+}
+
+/// The Runners asked for, and the names (of several) that do not exist.
+/// One name that does not exist fails as before; with several, as
+/// kubectl, the others are still shown and the missing ones named after.
+async fn read(ctx: &Ctx, ns: Option<&str>, a: &GetArgs) -> Result<(Vec<Runner>, Vec<String>)> {
+    match a.names.as_slice() {
+        [] => Ok((runners::list(&ctx.client, ns, a.selector.as_deref()).await?, vec![])),
+        [name] => Ok((vec![runners::get(&ctx.client, &ctx.namespace, name).await?], vec![])),
+        names => {
+            let (mut found, mut missing) = (vec![], vec![]);
+            for name in names {
+                match runners::get_opt(&ctx.client, &ctx.namespace, name).await? {
+                    Some(r) => found.push(r),
+                    None => missing.push(name.clone()),
+                }
+            }
+            Ok((found, missing))
+        }
+    }
 }
 
 /// Resolves `-o` and `--show-labels`, which kubectl allows only with the
@@ -187,12 +211,14 @@ async fn watch(
     if let Some(s) = &a.selector {
         cfg = cfg.labels(s);
     }
-    if let Some(n) = &a.name {
+    // One name is watched by a field selector; several are picked from the
+    // namespace's events.
+    if let [n] = a.names.as_slice() {
         cfg = cfg.fields(&format!("metadata.name={n}"));
     }
-    let api = match &a.name {
-        Some(_) => runners::api(&ctx.client, Some(&ctx.namespace)),
-        None => runners::api(&ctx.client, ns),
+    let api = match a.names.is_empty() {
+        false => runners::api(&ctx.client, Some(&ctx.namespace)),
+        true => runners::api(&ctx.client, ns),
     };
     let mut stream = watcher(api, cfg).boxed();
     let mut initial = true;
@@ -208,9 +234,14 @@ async fn watch(
             watcher::Event::Apply(r) | watcher::Event::Delete(r) if !initial => r,
             _ => continue,
         };
+        if !a.names.is_empty() && !a.names.iter().any(|n| changed.metadata.name.as_ref() == Some(n)) {
+            continue;
+        }
         let text = match (&mut printer, &mut table) {
             (Printer::Table(opts), table) => {
-                let kids = if opts.wide { children::index(&ctx.client, ns).await? } else { BTreeMap::new() };
+                // What was not readable was said once, after the list.
+                let kids =
+                    if opts.wide { children::index(&ctx.client, ns).await?.0 } else { BTreeMap::new() };
                 let table =
                     table.get_or_insert_with(|| output::WatchTable::new(&[], *opts, &kids, Timestamp::now()));
                 let mut text = if header { table.header() } else { String::new() };

@@ -155,7 +155,12 @@ mod tests {
         };
         let plan: Vec<String> = plan_install(&a).iter().map(Manifest::describe).collect();
         assert!(plan.contains(&"Role a/runner-manager".to_string()), "{plan:?}");
-        assert!(!plan.iter().any(|p| p.starts_with("ClusterRole")), "{plan:?}");
+        // The only ClusterRoles are the tenant roles, which go with the
+        // (cluster-wide) CRD; the manager's grants stay in its namespaces.
+        let cluster_roles: Vec<&String> = plan.iter().filter(|p| p.starts_with("ClusterRole")).collect();
+        let tenant: Vec<String> =
+            manifests::tenant_role_names().iter().map(|n| format!("ClusterRole/{n}")).collect();
+        assert_eq!(cluster_roles, tenant.iter().collect::<Vec<_>>(), "{plan:?}");
         assert!(!plan.iter().any(|p| p.starts_with("Deployment")), "{plan:?}");
     }
 }

@@ -1,4 +1,4 @@
-//! `kubectl runner manifests [crd|rbac|manager|all]`: the generated YAML,
+//! `kubectl runner manifests [crd|rbac|tenant-roles|manager|all]`: the generated YAML,
 //! exactly what `install` applies, for GitOps or review.
 
 use super::error::Result;
@@ -9,6 +9,7 @@ const AFTER_HELP: &str = "\
 Examples:
   kubectl runner manifests crd
   kubectl runner manifests rbac --namespace-scoped team-a
+  kubectl runner manifests tenant-roles
   kubectl runner manifests all --image ghcr.io/example/kubectl-runner:0.1.0 | kubectl apply -f -";
 
 /// Which part to print.
@@ -16,6 +17,8 @@ Examples:
 pub enum Part {
     Crd,
     Rbac,
+    /// runner-viewer, runner-editor, runner-admin (aggregated into view, edit, admin).
+    TenantRoles,
     Manager,
     #[default]
     All,
@@ -45,6 +48,7 @@ pub fn select(a: &ManifestsArgs) -> Vec<Manifest> {
     match a.part {
         Part::Crd => vec![manifests::crd_manifest()],
         Part::Rbac => manifests::rbac(&scope),
+        Part::TenantRoles => manifests::tenant_roles(),
         Part::Manager => manifests::manager(&a.image, &scope),
         Part::All => manifests::all(Some(&a.image), &scope),
     }
@@ -64,6 +68,17 @@ mod tests {
         let a =
             ManifestsArgs { part: Part::Crd, image: DEFAULT_MANAGER_IMAGE.into(), namespace_scoped: vec![] };
         let committed = manifests::files().into_iter().find(|(n, _)| *n == "crd.yaml").unwrap().1;
+        assert_eq!(manifests::to_yaml(&select(&a)), committed);
+    }
+
+    #[test]
+    fn the_tenant_roles_part_is_the_committed_file() {
+        let a = ManifestsArgs {
+            part: Part::TenantRoles,
+            image: DEFAULT_MANAGER_IMAGE.into(),
+            namespace_scoped: vec![],
+        };
+        let committed = manifests::files().into_iter().find(|(n, _)| *n == "tenant-roles.yaml").unwrap().1;
         assert_eq!(manifests::to_yaml(&select(&a)), committed);
     }
 

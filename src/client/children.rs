@@ -31,26 +31,84 @@ pub struct Child {
     pub object: DynamicObject,
 }
 
-/// The children found, at most one per kind, in [`kinds::all`] order.
+/// A read the apiserver refused (403): the caller may not read this kind,
+/// which says nothing about whether an object of it exists. Readers show
+/// what they could read and name these once, with the permission that
+/// would show them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NotReadable {
+    /// `PodDisruptionBudget`, `Pod`, `Event`.
+    pub kind: &'static str,
+    /// The verb refused: `get` or `list`.
+    pub verb: &'static str,
+    /// As `kubectl auth can-i` spells it: `poddisruptionbudgets.policy`.
+    pub resource: String,
+}
+
+impl NotReadable {
+    /// A child kind refused for `verb`.
+    pub fn of(kind: &dyn Kind, verb: &'static str) -> NotReadable {
+        let resource = match kind.group() {
+            "" => kind.plural().to_string(),
+            group => format!("{}.{group}", kind.plural()),
+        };
+        NotReadable { kind: kind.kind(), verb, resource }
+    }
+}
+
+/// True when the apiserver refused the read for lack of permission.
+pub fn is_forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
+}
+
+/// Adds `n` to `list` unless it is there, keeping the list sorted.
+pub fn note_unreadable(list: &mut Vec<NotReadable>, n: NotReadable) {
+    if let Err(at) = list.binary_search(&n) {
+        list.insert(at, n);
+    }
+}
+
+/// The children found, at most one per kind, in [`kinds::all`] order, and
+/// the kinds that could not be read (neither found nor known absent).
 #[derive(Debug, Clone, Default)]
-pub struct Children(Vec<Child>);
+pub struct Children {
+    found: Vec<Child>,
+    unreadable: Vec<NotReadable>,
+}
 
 impl Children {
+    /// No child found (kinds not readable are not counted).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.found.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Child> {
-        self.0.iter()
+        self.found.iter()
     }
 
     /// The object of kind `kind` (`Deployment`, ...), if found.
     pub fn get(&self, kind: &str) -> Option<&DynamicObject> {
-        self.0.iter().find(|c| c.kind.kind() == kind).map(|c| &c.object)
+        self.found.iter().find(|c| c.kind.kind() == kind).map(|c| &c.object)
     }
 
     pub fn get_mut(&mut self, kind: &str) -> Option<&mut DynamicObject> {
-        self.0.iter_mut().find(|c| c.kind.kind() == kind).map(|c| &mut c.object)
+        self.found.iter_mut().find(|c| c.kind.kind() == kind).map(|c| &mut c.object)
+    }
+
+    /// The kinds whose read was refused, sorted.
+    pub fn unreadable(&self) -> &[NotReadable] {
+        &self.unreadable
+    }
+
+    /// False when the read of kind `kind` was refused: its absence from
+    /// [`Self::get`] then means nothing.
+    pub fn is_readable(&self, kind: &str) -> bool {
+        !self.unreadable.iter().any(|n| n.kind == kind)
+    }
+
+    /// Records that `n` could not be read.
+    pub fn mark_unreadable(&mut self, n: NotReadable) {
+        note_unreadable(&mut self.unreadable, n);
     }
 
     /// The object of `K`'s kind, decoded as `K`.
@@ -61,19 +119,19 @@ impl Children {
     /// Adds (or replaces) the object of its kind, keeping kind order.
     pub fn insert(&mut self, kind: &'static dyn Kind, object: DynamicObject) {
         self.remove(kind.kind());
-        self.0.push(Child { kind, object });
+        self.found.push(Child { kind, object });
         let order = |c: &Child| kinds::all().iter().position(|k| k.kind() == c.kind.kind());
-        self.0.sort_by_key(order);
+        self.found.sort_by_key(order);
     }
 
     pub fn remove(&mut self, kind: &str) -> Option<DynamicObject> {
-        let i = self.0.iter().position(|c| c.kind.kind() == kind)?;
-        Some(self.0.remove(i).object)
+        let i = self.found.iter().position(|c| c.kind.kind() == kind)?;
+        Some(self.found.remove(i).object)
     }
 
     /// `Deployment web`-style names of the children `keep` selects.
     pub fn names(&self, keep: impl Fn(&Child) -> bool) -> Vec<String> {
-        self.0
+        self.found
             .iter()
             .filter(|c| keep(c))
             .map(|c| format!("{} {}", c.kind.kind(), c.object.name_any()))
@@ -96,28 +154,40 @@ pub async fn read(client: &Client, ns: &str, name: &str) -> Vec<Read> {
     .await
 }
 
-/// [`read`], failing on the first error.
+/// [`read`]: a kind whose read is refused (403) is marked not readable;
+/// any other error fails.
 pub async fn fetch(client: &Client, ns: &str, name: &str) -> Result<Children> {
     let mut out = Children::default();
     for r in read(client, ns, name).await {
         match r.result {
             Ok(Some(object)) => out.insert(r.kind, object),
             Ok(None) => {}
+            Err(e) if is_forbidden(&e) => out.mark_unreadable(NotReadable::of(r.kind, "get")),
             Err(e) => return Err(Error::api("get", r.kind.kind(), ns, name, e)),
         }
     }
     Ok(out)
 }
 
-/// The Pods labelled with the Runner's UID (none without a UID).
-pub async fn pods(client: &Client, ns: &str, name: &str, uid: Option<&str>) -> Result<Vec<Pod>> {
+/// The Pods labelled with the Runner's UID (none without a UID). A refused
+/// list (403) is noted in `unreadable` and reads as none.
+pub async fn pods(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+    unreadable: &mut Vec<NotReadable>,
+) -> Result<Vec<Pod>> {
     let Some(uid) = uid else { return Ok(Vec::new()) };
     let lp = ListParams::default().labels(&format!("{RUNNER_UID_LABEL}={uid}"));
-    Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await
-        .map(|l| l.items)
-        .map_err(|e| Error::api("list", "Pod", ns, name, e))
+    match Api::<Pod>::namespaced(client.clone(), ns).list(&lp).await {
+        Ok(l) => Ok(l.items),
+        Err(e) if is_forbidden(&e) => {
+            note_unreadable(unreadable, NotReadable { kind: "Pod", verb: "list", resource: "pods".into() });
+            Ok(Vec::new())
+        }
+        Err(e) => Err(Error::api("list", "Pod", ns, name, e)),
+    }
 }
 
 /// A Runner's (or a child's) namespace and name: the key of the joins.
@@ -128,9 +198,11 @@ fn key_of(meta: &kube::api::ObjectMeta) -> Key {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
-/// A list (or a GET it led to) that failed: what was read, and why.
+/// A list (or a GET it led to) that failed: of which kind, what was read,
+/// and why.
 #[derive(Debug)]
 pub struct ListFailure {
+    pub kind: &'static dyn Kind,
     pub what: String,
     pub error: kube::Error,
 }
@@ -174,16 +246,19 @@ pub fn foreign<'a>(
 /// Children of many Runners at once, keyed by (namespace, name): one list
 /// per kind (objects labelled with any Runner UID) instead of a get per
 /// kind and Runner, for `get -o wide` (it shows what we made, so it does
-/// not look for objects of others).
-pub async fn index(client: &Client, ns: Option<&str>) -> Result<BTreeMap<Key, Children>> {
+/// not look for objects of others). A kind whose list is refused (403) is
+/// returned as not readable; any other error fails.
+pub async fn index(client: &Client, ns: Option<&str>) -> Result<(BTreeMap<Key, Children>, Vec<NotReadable>)> {
     let mut listed = vec![];
+    let mut unreadable = vec![];
     for &kind in kinds::all() {
-        let objects = labelled_objects(client, kind, ns)
-            .await
-            .map_err(|e| Error::api("list", kind.kind(), ns.unwrap_or(""), "", e))?;
-        listed.extend(objects.into_iter().map(|o| (kind, o)));
+        match labelled_objects(client, kind, ns).await {
+            Ok(objects) => listed.extend(objects.into_iter().map(|o| (kind, o))),
+            Err(e) if is_forbidden(&e) => note_unreadable(&mut unreadable, NotReadable::of(kind, "list")),
+            Err(e) => return Err(Error::api("list", kind.kind(), ns.unwrap_or(""), "", e)),
+        }
     }
-    Ok(join(listed, None))
+    Ok((join(listed, None), unreadable))
 }
 
 async fn labelled_objects(
@@ -234,14 +309,14 @@ async fn list_kind(
     match ours {
         Ok(objects) => out.extend(objects.into_iter().map(|o| (kind, o))),
         Err(error) => {
-            failed.push(ListFailure { what: format!("list {} {}", kind.plural(), where_(ns)), error })
+            failed.push(ListFailure { kind, what: format!("list {} {}", kind.plural(), where_(ns)), error })
         }
     }
     let others = match others {
         Ok(l) => l.items,
         Err(error) => {
             let what = format!("list unlabelled {} {}", kind.plural(), where_(ns));
-            failed.push(ListFailure { what, error });
+            failed.push(ListFailure { kind, what, error });
             vec![]
         }
     };
@@ -259,7 +334,7 @@ async fn list_kind(
         match read {
             Ok(Some(object)) => out.push((kind, object)),
             Ok(None) => {}
-            Err(error) => failed.push(ListFailure { what, error }),
+            Err(error) => failed.push(ListFailure { kind, what, error }),
         }
     }
     (out, failed)
@@ -291,9 +366,11 @@ pub async fn versions(
                     }
                 }
             }
-            Err(error) => {
-                failed.push(ListFailure { what: format!("list {} {}", kind.plural(), where_(ns)), error })
-            }
+            Err(error) => failed.push(ListFailure {
+                kind,
+                what: format!("list {} {}", kind.plural(), where_(ns)),
+                error,
+            }),
         }
     }
     (out, failed)

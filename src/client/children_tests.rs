@@ -96,3 +96,19 @@ fn only_unlabelled_objects_named_like_a_runner_are_read_in_full() {
     let found: Vec<_> = found.into_iter().map(|(k, key)| (k.kind(), key)).collect();
     assert_eq!(found, [("Service", key("a", "web"))]);
 }
+
+#[test]
+fn a_refused_kind_is_named_as_can_i_spells_it_once_and_is_not_absent() {
+    let mut c = Children::default();
+    for k in kinds::all() {
+        assert!(c.is_readable(k.kind()));
+    }
+    c.mark_unreadable(NotReadable::of(kind("PodDisruptionBudget"), "get"));
+    c.mark_unreadable(NotReadable::of(kind("Service"), "get"));
+    c.mark_unreadable(NotReadable::of(kind("PodDisruptionBudget"), "get"));
+    let resources: Vec<&str> = c.unreadable().iter().map(|n| n.resource.as_str()).collect();
+    assert_eq!(resources, ["poddisruptionbudgets.policy", "services"]);
+    assert!(!c.is_readable("PodDisruptionBudget") && !c.is_readable("Service"));
+    assert!(c.is_readable("Deployment"));
+    assert!(c.is_empty(), "nothing was found");
+}

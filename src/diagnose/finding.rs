@@ -119,6 +119,7 @@ codes! {
     /// diagnose itself.
     Diagnose {
         GatherIncomplete = "gather-incomplete",
+        NotReadable = "not-readable",
     }
 }
 

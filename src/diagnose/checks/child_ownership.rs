@@ -14,11 +14,13 @@ use crate::api::{FINALIZER, RUNNER_UID_LABEL, condition};
 use crate::diagnose::view::manager::{self as manager_view, View};
 
 /// One child kind: the resource the manager writes it through, whether
-/// the spec wants it, and the same-name object found, if any.
+/// the spec wants it, whether it could be read, and the same-name object
+/// found, if any.
 struct Slot<'a> {
     kind: &'static str,
     resource: &'static str,
     expected: bool,
+    readable: bool,
     found: Option<&'a ObjectMeta>,
 }
 
@@ -29,18 +31,41 @@ fn slots(rs: &RunnerState) -> Vec<Slot<'_>> {
             kind: k.kind(),
             resource: k.plural(),
             expected: k.wanted(&rs.runner),
+            readable: rs.children.is_readable(k.kind()),
             found: rs.children.get(k.kind()).map(|o| &o.metadata),
         })
         .collect()
 }
 
-/// Kinds of the expected children that are missing, once the Runner is older
-/// than the grace period and not being deleted.
+/// Kinds of the expected children that are missing (of those that could be
+/// read), unless the Runner is being deleted or its children are
+/// [`still_being_made`].
 pub fn missing(s: &Snapshot, rs: &RunnerState) -> Vec<&'static str> {
-    if rs.runner.metadata.deletion_timestamp.is_some() || runner_age(s, rs) < s.thresholds.grace {
+    if rs.runner.metadata.deletion_timestamp.is_some() || still_being_made(s, rs) {
         return vec![];
     }
-    slots(rs).into_iter().filter(|sl| sl.expected && sl.found.is_none()).map(|sl| sl.kind).collect()
+    slots(rs)
+        .into_iter()
+        .filter(|sl| sl.expected && sl.readable && sl.found.is_none())
+        .map(|sl| sl.kind)
+        .collect()
+}
+
+/// True while a manager may still be making the Runner's children: the
+/// Runner is younger than the grace period, a manager may be running, and
+/// its status does not say the children were made for this generation.
+/// Otherwise nothing is coming, and waiting only hides a missing child.
+fn still_being_made(s: &Snapshot, rs: &RunnerState) -> bool {
+    runner_age(s, rs) < s.thresholds.grace
+        && !manager_view::view(s).none_running()
+        && !made_for_this_generation(rs)
+}
+
+/// The status was written for the Runner's current generation: the manager
+/// writes it after a pass that brought the children to that spec.
+fn made_for_this_generation(rs: &RunnerState) -> bool {
+    let generation = rs.runner.metadata.generation;
+    generation.is_some() && rs.runner.status.as_ref().and_then(|st| st.observed_generation) >= generation
 }
 
 pub fn check(s: &Snapshot, rs: &RunnerState) -> Vec<Finding> {
@@ -207,160 +232,5 @@ fn runner_condition<'a>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::fixtures;
-    use super::*;
-    use crate::diagnose::snapshot::Snapshot;
-
-    fn codes(s: &Snapshot) -> Vec<Code> {
-        check(s, &s.runners[0]).iter().map(|f| f.code).collect()
-    }
-
-    #[test]
-    fn child_rules() {
-        type Case = (&'static str, fn(&mut Snapshot), &'static [Code]);
-        let cases: &[Case] = &[
-            ("healthy", |_| {}, &[]),
-            ("Service gone", |s| drop(s.runners[0].children.remove("Service")), &[Code::ChildMissing]),
-            (
-                "just created, nothing yet",
-                |s| {
-                    let r = &mut s.runners[0];
-                    r.runner.metadata.creation_timestamp = Some(fixtures::from(fixtures::ago(2).into()));
-                    r.children = Default::default();
-                },
-                &[],
-            ),
-            (
-                "host without Ingress",
-                |s| s.runners[0].runner.spec.host = Some("a.example".into()),
-                &[Code::ChildMissing],
-            ),
-            (
-                "Ingress without host",
-                |s| fixtures::set_child(&mut s.runners[0], fixtures::ingress("a.example")),
-                &[Code::IngressWithoutHost],
-            ),
-            (
-                "Ingress for another host",
-                |s| {
-                    s.runners[0].runner.spec.host = Some("b.example".into());
-                    fixtures::set_child(&mut s.runners[0], fixtures::ingress("a.example"));
-                },
-                &[Code::IngressHostMismatch],
-            ),
-            (
-                "squatter without owner",
-                |s| s.runners[0].children.get_mut("Deployment").unwrap().metadata.owner_references = None,
-                &[Code::ChildForeign],
-            ),
-            (
-                "two replicas without a budget",
-                |s| s.runners[0].runner.spec.replicas = 2,
-                &[Code::ChildMissing],
-            ),
-            (
-                "two replicas with a budget of ours",
-                |s| {
-                    s.runners[0].runner.spec.replicas = 2;
-                    fixtures::set_child(&mut s.runners[0], fixtures::pdb());
-                },
-                &[],
-            ),
-            (
-                "someone else's budget under the name",
-                |s| {
-                    s.runners[0].runner.spec.replicas = 2;
-                    fixtures::set_child(&mut s.runners[0], fixtures::pdb());
-                    s.runners[0].children.get_mut("PodDisruptionBudget").unwrap().metadata.owner_references =
-                        None;
-                },
-                &[Code::ChildForeign],
-            ),
-            (
-                "owned by an earlier Runner of the same name",
-                |s| {
-                    s.runners[0].children.get_mut("Service").unwrap().metadata.owner_references =
-                        Some(fixtures::from(fixtures::owner("uid-0")))
-                },
-                &[Code::ChildStaleOwner],
-            ),
-            (
-                "a deleting Runner is the finalizer check's business",
-                |s| {
-                    s.runners[0].runner.metadata.deletion_timestamp =
-                        Some(fixtures::from(fixtures::ago(100).into()));
-                    s.runners[0].children.remove("Service");
-                },
-                &[],
-            ),
-        ];
-        for (name, break_it, want) in cases {
-            let mut s = fixtures::healthy();
-            break_it(&mut s);
-            assert_eq!(codes(&s), *want, "{name}");
-        }
-    }
-
-    #[test]
-    fn a_missing_child_names_the_likely_cause() {
-        type Case = (&'static str, fn(&mut Snapshot), &'static str);
-        let cases: &[Case] = &[
-            ("manager absent", |s| s.manager = Default::default(), "manager absent"),
-            (
-                "create denied",
-                |s| {
-                    for a in s
-                        .access
-                        .iter_mut()
-                        .filter(|a| a.permission.resource == "services" && a.verb == "create")
-                    {
-                        a.allowed = false;
-                    }
-                },
-                "can't create services in app",
-            ),
-            (
-                "watch elsewhere",
-                |s| {
-                    let d = s.manager.deployment.as_mut().unwrap();
-                    d.spec.template.spec.as_mut().unwrap().containers[0].args =
-                        Some(vec!["--namespace=other".into()]);
-                },
-                "watches only other, not app",
-            ),
-            ("nothing visible wrong", |_| {}, "its logs say why"),
-        ];
-        for (name, break_it, want) in cases {
-            let mut s = fixtures::healthy();
-            s.runners[0].children.remove("Service");
-            break_it(&mut s);
-            let f = check(&s, &s.runners[0]);
-            assert!(f[0].evidence.iter().any(|e| e.contains(want)), "{name}: {:#?}", f[0].evidence);
-        }
-    }
-
-    #[test]
-    fn a_foreign_child_quotes_the_adoption_refused_condition() {
-        let mut s = fixtures::healthy();
-        let r = &mut s.runners[0];
-        r.children.get_mut("Deployment").unwrap().metadata.owner_references = None;
-        r.runner.status.as_mut().unwrap().conditions[1] = fixtures::from(serde_json::json!({
-            "type": "ChildrenOwned", "status": "False", "reason": "AdoptionRefused",
-            "message": "Deployment app/web is not owned by this Runner", "lastTransitionTime": fixtures::ago(10) }));
-        r.children.get_mut("Deployment").unwrap().metadata.managed_fields = Some(vec![
-            fixtures::from(
-                serde_json::json!({ "manager": "kube-controller-manager", "operation": "Update", "subresource": "status" }),
-            ),
-            fixtures::from(serde_json::json!({ "manager": "kubectl-create", "operation": "Update" })),
-        ]);
-        let f = &check(&s, &s.runners[0])[0];
-        assert!(f.evidence.iter().any(|e| e.contains("AdoptionRefused")), "{:#?}", f.evidence);
-        assert!(
-            f.evidence.contains(&"written by field manager \"kubectl-create\"".to_string()),
-            "{:#?}",
-            f.evidence
-        );
-        assert!(f.fix.as_deref().unwrap().contains("delete deployment web"), "{:?}", f.fix);
-    }
-}
+#[path = "child_ownership_tests.rs"]
+mod tests;

@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use super::finding::{Finding, ObjectRef};
 use super::snapshot::{RunnerState, Snapshot};
 pub(crate) use super::view::{age, human};
+use crate::client::children::NotReadable;
 
 pub mod child_ownership;
 pub mod finalizer;
@@ -49,6 +50,7 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
             out.extend(reverted::check(s, rs));
         }
     }
+    out.extend(not_readable(s));
     out.extend(s.gaps.iter().map(|g| {
         Finding::warning(
             super::finding::Code::GatherIncomplete,
@@ -59,6 +61,36 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
     }));
     out.sort_by(|a, b| a.severity.cmp(&b.severity).then_with(|| a.object.cmp(&b.object)));
     out
+}
+
+/// One finding naming every child kind that could not be read, where, and
+/// the permission that would show it; the per-Runner checks skipped those
+/// kinds. Info: a narrower permission changes what is seen, not the verdict.
+fn not_readable(s: &Snapshot) -> Option<Finding> {
+    let mut refused: std::collections::BTreeMap<&NotReadable, Vec<String>> = Default::default();
+    for rs in &s.runners {
+        for n in rs.children.unreadable() {
+            let namespaces = refused.entry(n).or_default();
+            let ns = rs.runner.namespace().unwrap_or_default();
+            if !namespaces.contains(&ns) {
+                namespaces.push(ns);
+            }
+        }
+    }
+    if refused.is_empty() {
+        return None;
+    }
+    let mut kinds: Vec<&str> = refused.keys().map(|n| n.kind).collect();
+    kinds.dedup();
+    let mut f = Finding::info(
+        super::finding::Code::NotReadable,
+        ObjectRef::new("Diagnose", "", "gather"),
+        format!("not readable with these permissions: {}; their checks were skipped", kinds.join(", ")),
+    );
+    for (n, namespaces) in &refused {
+        f = f.evidence(format!("{} {} in namespace {}", n.verb, n.resource, namespaces.join(", ")));
+    }
+    Some(f.fix("ask for those permissions; the built-in view role has them"))
 }
 
 /// The controller ownerReference of an object, if any.
@@ -102,6 +134,28 @@ mod tests {
         let gap = f.iter().find(|f| f.code == Code::GatherIncomplete).unwrap();
         assert_eq!(gap.severity, Severity::Warning);
         assert!(gap.message.contains("list Pods in ns"), "{}", gap.message);
+    }
+
+    #[test]
+    fn kinds_not_readable_are_named_once_as_info_with_the_permission_and_nothing_is_missing() {
+        for &kind in crate::kinds::all() {
+            let mut s = fixtures::healthy();
+            let mut second = s.runners[0].clone();
+            second.runner.metadata.name = Some("api".into());
+            s.runners.push(second);
+            for rs in &mut s.runners {
+                rs.children.remove(kind.kind());
+                rs.children.mark_unreadable(NotReadable::of(kind, "get"));
+            }
+            let f = run(&s);
+            let refused: Vec<&Finding> = f.iter().filter(|f| f.code == Code::NotReadable).collect();
+            assert_eq!(refused.len(), 1, "{}: {f:#?}", kind.kind());
+            assert_eq!(refused[0].severity, Severity::Info);
+            assert!(refused[0].message.contains(kind.kind()), "{}", refused[0].message);
+            let why = NotReadable::of(kind, "get").resource;
+            assert_eq!(refused[0].evidence, [format!("get {why} in namespace {}", fixtures::NS)]);
+            assert!(f.iter().all(|f| f.severity == Severity::Info), "{}: {f:#?}", kind.kind());
+        }
     }
 
     #[test]

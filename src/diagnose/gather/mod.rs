@@ -97,6 +97,9 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     let mut gaps = Gaps::default();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let (crd, manager) = tokio::join!(crds.get_opt(CRD_NAME), read_manager(client));
+    // A user who may not read the CRD (a tenant: it is cluster-scoped) may
+    // still read Runners; only a CRD known to be absent skips them.
+    let crd_absent = matches!(crd, Ok(None));
     s.crd = gaps.take(format!("get CustomResourceDefinition {CRD_NAME}"), crd).flatten();
     let (manager, manager_gaps) = manager;
     s.manager = manager;
@@ -113,7 +116,7 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     let (sa, (access, grants, access_gaps), runners) = tokio::join!(
         sa_api.get_opt(&s.service_account.name),
         access::read(client, &s.service_account, &watched),
-        runners::read(client, req, s.crd.is_some()),
+        runners::read(client, req, !crd_absent),
     );
     s.service_account_exists =
         gaps.take(format!("get ServiceAccount {}", s.service_account), sa).map(|sa| sa.is_some());

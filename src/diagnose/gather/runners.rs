@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt};
 
 use super::{Gaps, Request};
 use crate::api::{RUNNER_UID_LABEL, Runner};
-use crate::client::children::{self, Children, Key, ListFailure};
+use crate::client::children::{self, Children, Key, ListFailure, NotReadable, is_forbidden};
 use crate::client::{scoped as api, scoped_dynamic};
 use crate::diagnose::snapshot::{Resample, RunnerState, Versions};
 use crate::kinds;
@@ -39,7 +39,7 @@ pub(super) fn where_(ns: Option<&str>) -> String {
 }
 
 /// The Runners in scope, each with its surroundings. Nothing when the CRD
-/// is missing (the install check says so).
+/// is known to be missing (the install check says so).
 pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<RunnerState>, Gaps) {
     let mut gaps = Gaps::default();
     if !crd_present {
@@ -113,9 +113,18 @@ fn key(r: &Runner) -> Key {
     (r.namespace().unwrap_or_default(), r.name_any())
 }
 
-fn record(gaps: &mut Gaps, failed: Vec<ListFailure>) {
+/// Failed lists: a refused one (403) makes its kind not readable for the
+/// scope's Runners (said once by the `not-readable` finding, and their
+/// checks skip it); any other is a gap.
+fn record(gaps: &mut Gaps, failed: Vec<ListFailure>, scope: &[Key], out: &mut BTreeMap<Key, Children>) {
     for f in failed {
-        gaps.take::<()>(f.what, Err(f.error));
+        if is_forbidden(&f.error) {
+            for key in scope {
+                out.entry(key.clone()).or_default().mark_unreadable(NotReadable::of(f.kind, "list"));
+            }
+        } else {
+            gaps.take::<()>(f.what, Err(f.error));
+        }
     }
 }
 
@@ -126,9 +135,14 @@ async fn by_name(client: &Client, runners: &[Runner], gaps: &mut Gaps) -> BTreeM
         let (ns, name) = key(r);
         let mut found = Children::default();
         for read in children::read(client, &ns, &name).await {
-            let what = format!("get {} {ns}/{name}", read.kind.kind());
-            if let Some(object) = gaps.take(what, read.result).flatten() {
-                found.insert(read.kind, object);
+            match read.result {
+                Err(e) if is_forbidden(&e) => found.mark_unreadable(NotReadable::of(read.kind, "get")),
+                result => {
+                    let what = format!("get {} {ns}/{name}", read.kind.kind());
+                    if let Some(object) = gaps.take(what, result).flatten() {
+                        found.insert(read.kind, object);
+                    }
+                }
             }
         }
         out.insert((ns, name), found);
@@ -147,8 +161,9 @@ async fn listed(
     let mut out = BTreeMap::new();
     for ns in scopes(req) {
         let (found, failed) = children::list(client, ns, &keys).await;
-        record(gaps, failed);
         out.extend(found.into_iter().filter(|(_, c)| !c.is_empty()));
+        let scope: Vec<Key> = keys.iter().filter(|k| ns.is_none_or(|n| n == k.0)).cloned().collect();
+        record(gaps, failed, &scope, &mut out);
     }
     out
 }
