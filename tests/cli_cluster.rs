@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::process::Output;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,19 +17,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kubectl_runner::api::{CRD_NAME, FINALIZER, Runner, RunnerSpec};
 use kubectl_runner::cli::{Ctx, create, delete, uninstall};
 use kubectl_runner::client::runners;
-use support::{TestNs, cli, ensure_crd, wait_for};
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: &Output, what: &str) {
-    assert_eq!(o.status.code(), Some(0), "{what} failed:\nstdout: {}\nstderr: {}", out(o), err(o));
-}
+use support::{TestNs, cli, ensure_crd, err, ok, out, wait_for};
 
 fn ctx(ns: &TestNs) -> Ctx {
     Ctx { client: ns.client.clone(), namespace: ns.name.clone(), all_namespaces: false }

@@ -11,19 +11,7 @@ use std::process::{Command, Output, Stdio};
 use kube::api::PostParams;
 use kubectl_runner::api::{Runner, RunnerSpec};
 use kubectl_runner::cli::create;
-use support::{TestNs, cli, ensure_crd};
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: &Output, what: &str) {
-    assert_eq!(o.status.code(), Some(0), "{what} failed:\nstdout: {}\nstderr: {}", out(o), err(o));
-}
+use support::{TestNs, cli, ensure_crd, err, ok, out};
 
 /// The kubectl built with the local control plane (the build is cached).
 fn kubectl() -> std::path::PathBuf {

@@ -17,21 +17,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kubectl_runner::api::{Runner, RunnerSpec};
 use kubectl_runner::kinds::{self, Kind};
 use kubectl_runner::manifests;
-use support::{ManagerHandle, TestNs, cli, ensure_crd, wait_for};
+use support::{ManagerHandle, TestNs, cli, ensure_crd, err, ok, out, wait_for};
 
 const T: Duration = Duration::from_secs(90);
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: &Output, what: &str) {
-    assert_eq!(o.status.code(), Some(0), "{what} failed:\nstdout: {}\nstderr: {}", out(o), err(o));
-}
 
 /// `kubectl runner --as USER -n NS ARGS...`.
 async fn as_user(user: &str, ns: &TestNs, args: &[&str]) -> Output {

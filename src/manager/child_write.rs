@@ -179,7 +179,7 @@ async fn apply_step<K: ChildKind>(
         None => None,
     };
     let rejected = |e: &kube::Error| Outcome::Rejected(crate::error::describe_kube(e));
-    let take_over_now = || requests::take_over_retrying(ctx, api, name, K::MERGE, &want);
+    let take_over_now = || requests::take_over(ctx, api, name, K::MERGE, &want);
     if take_over == TakeOver::First {
         match take_over_now().await {
             Err(e) if is_rejection(&e) => return Ok(rejected(&e)),

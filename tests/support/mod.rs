@@ -198,6 +198,21 @@ pub async fn cli(args: &[&str]) -> std::process::Output {
     .unwrap()
 }
 
+/// A command's standard output, as text.
+pub fn out(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+pub fn err(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Fails the test, with both streams, unless the command exited 0.
+pub fn ok(o: &std::process::Output, what: &str) {
+    assert_eq!(o.status.code(), Some(0), "{what} failed:\nstdout: {}\nstderr: {}", out(o), err(o));
+}
+
 /// Applies the generated cluster-wide RBAC (as `install` does).
 pub async fn apply_generated_rbac(client: &Client) {
     use kubectl_runner::manifests::{self, RbacScope};

@@ -125,8 +125,15 @@ pub(super) async fn delete<K: ChildKind>(
 /// fresh read and patch at once takes milliseconds and nearly always wins.
 const TAKE_OVER_ATTEMPTS: usize = 5;
 
-/// [`take_over`], read and patched again while the guard fails.
-pub(super) async fn take_over_retrying<K: crate::kinds::Object>(
+/// One JSON patch, guarded by the resourceVersion just read, that makes
+/// our next apply able to converge: folds our Update entry into our Apply
+/// entry ([`managed_fields`]), and puts our entry in the place of one that
+/// someone else gave our entry's name under another key
+/// ([`drift::Renamed`]; ours, our apply replaces by itself). The entry it
+/// writes is recorded under our name as Update, folded in by the next
+/// take-over that needs it. Read and patched again while the guard fails,
+/// [`TAKE_OVER_ATTEMPTS`] times at most.
+pub(super) async fn take_over<K: crate::kinds::Object>(
     ctx: &Writes,
     api: &Api<K>,
     name: &str,
@@ -135,24 +142,17 @@ pub(super) async fn take_over_retrying<K: crate::kinds::Object>(
 ) -> kube::Result<()> {
     let mut attempt = 1;
     loop {
-        match take_over(ctx, api, name, rules, want).await {
+        match take_over_once(ctx, (api, name), rules, want).await {
             Err(e) if attempt < TAKE_OVER_ATTEMPTS && crate::error::is_failed_test(&e) => attempt += 1,
             done => return done,
         }
     }
 }
 
-/// One JSON patch, guarded by the resourceVersion just read, that makes
-/// our next apply able to converge: folds our Update entry into our Apply
-/// entry ([`managed_fields`]), and puts our entry in the place of one that
-/// someone else gave our entry's name under another key
-/// ([`drift::Renamed`]; ours, our apply replaces by itself). The entry it
-/// writes is recorded under our name as Update, folded in by the next
-/// take-over that needs it.
-async fn take_over<K: crate::kinds::Object>(
+/// One read and guarded patch of [`take_over`].
+async fn take_over_once<K: crate::kinds::Object>(
     ctx: &Writes,
-    api: &Api<K>,
-    name: &str,
+    (api, name): (&Api<K>, &str),
     rules: &Rules,
     want: &Value,
 ) -> kube::Result<()> {
