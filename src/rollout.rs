@@ -69,20 +69,6 @@ pub struct Rollout {
     pub current: CurrentPods,
 }
 
-impl Rollout {
-    /// What the Runner's status decides from the rollout alone: whether it
-    /// is complete, has failed its deadline, or has its Pods refused.
-    /// Counts are progress, which the status says in its message and
-    /// writes spaced. So is which ReplicaSet is current: a Pod problem
-    /// brings its own pass, which reads the current one from the cache;
-    /// only a problem that came before the controller named its ReplicaSet
-    /// waits for the progress pass (seconds) to fail the Runner.
-    pub fn same_verdict(&self, other: &Rollout) -> bool {
-        (self.complete, &self.deadline_exceeded, &self.pods_refused)
-            == (other.complete, &other.deadline_exceeded, &other.pods_refused)
-    }
-}
-
 /// The rollout of `d` towards `desired` replicas (None: no Deployment yet).
 pub fn of<D: RolloutSource>(d: Option<&D>, desired: i32) -> Rollout {
     let st = d.and_then(|d| d.status().cloned()).unwrap_or_default();

@@ -79,23 +79,6 @@ impl ChildKind for Deployments {
         facts.rollout = Some(rollout::of(Some(view), runner.spec.replicas));
     }
 
-    /// Progress only: nothing but the status changed, and the rollout's
-    /// verdict ([`rollout::Rollout::same_verdict`]) is the one it was. A
-    /// rollout's status events come every few hundred milliseconds, and
-    /// each woke a pass that had only progress to write, spaced anyway.
-    fn progress_only(before: &Packed<DeploymentView>, now: &Packed<DeploymentView>) -> bool {
-        let (Ok(mut b), Ok(mut n)) = (before.unpack(), now.unpack()) else { return false };
-        let desired = n.spec.replicas.unwrap_or(1);
-        if !rollout::of(Some(&b), desired).same_verdict(&rollout::of(Some(&n), desired)) {
-            return false;
-        }
-        for v in [&mut b, &mut n] {
-            v.status = None;
-            v.metadata.resource_version = None;
-        }
-        matches!((serde_json::to_value(&b), serde_json::to_value(&n)), (Ok(b), Ok(n)) if b == n)
-    }
-
     fn state(d: &Deployment) -> String {
         let st = d.status.clone().unwrap_or_default();
         let want = d.spec.replicas.unwrap_or(1);
@@ -227,34 +210,6 @@ mod tests {
 
     /// A rollout's steps are progress; its end, a label of ours taken
     /// off, or a spec change are not.
-    #[test]
-    fn only_a_rollout_step_that_keeps_its_verdict_is_progress_only() {
-        let r = runner();
-        let at = |updated: i32, available: i32, total: i32, reason: &str, edit: &dyn Fn(&mut Value)| {
-            let mut v = live_deployment(&r);
-            v["status"] = json!({
-                "observedGeneration": v["metadata"]["generation"], "replicas": total,
-                "updatedReplicas": updated, "readyReplicas": available, "availableReplicas": available,
-                "conditions": [{ "type": "Progressing", "status": "True", "reason": reason,
-                                 "message": "ReplicaSet \"web-2\" is progressing." }],
-            });
-            edit(&mut v);
-            Packed::pack(decode::<DeploymentView>(v)).unwrap()
-        };
-        let step = |u, a, t| at(u, a, t, "ReplicaSetUpdated", &|_| {});
-        let first = step(1, 2, 3);
-        assert!(Deployments::progress_only(&first, &step(2, 2, 3)), "one more replica updated");
-        assert!(Deployments::progress_only(&step(2, 2, 3), &step(2, 1, 3)), "one less available");
-        let done = at(2, 2, 2, "NewReplicaSetAvailable", &|_| {});
-        assert!(!Deployments::progress_only(&step(2, 2, 3), &done), "complete");
-        let unlabelled = at(1, 2, 3, "ReplicaSetUpdated", &|v| {
-            v["metadata"]["labels"].as_object_mut().unwrap().remove(RUNNER_UID_LABEL);
-        });
-        assert!(!Deployments::progress_only(&first, &unlabelled), "a label of ours");
-        let scaled = at(1, 2, 3, "ReplicaSetUpdated", &|v| v["spec"]["replicas"] = json!(5));
-        assert!(!Deployments::progress_only(&first, &scaled), "the spec");
-    }
-
     #[test]
     fn a_deployment_view_holds_every_desired_field_and_the_rollout() {
         let r = runner();

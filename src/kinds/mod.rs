@@ -113,15 +113,6 @@ pub trait ChildKind: 'static {
     /// What the Runner's status learns from its own child of this kind.
     fn facts(_view: &Self::View, _runner: &Runner, _facts: &mut Facts) {}
 
-    /// True when a cached child that changed from `before` to `now` changed
-    /// only in progress: the status says it in its message, written spaced,
-    /// so the pass it brings may wait a few seconds (the manager's progress
-    /// lane). Anything else wakes the Runner at once; so does every change
-    /// of a kind that does not say otherwise.
-    fn progress_only(_before: &packed::Packed<Self::View>, _now: &packed::Packed<Self::View>) -> bool {
-        false
-    }
-
     /// Its state in a few words, for `describe`.
     fn state(obj: &Self::Object) -> String;
 

@@ -14,7 +14,7 @@ use super::deletion_record::Queues;
 use super::metrics::Metrics;
 use super::own_writes::Recent;
 use super::pod_problems::PodProblems;
-use super::status_write::{Clock, Clocks};
+use super::status_write::Clock;
 
 /// A cache per child kind ([`crate::kinds::visit`] order) and the Pod
 /// problem view.
@@ -25,9 +25,6 @@ pub struct Stores {
     /// The Runners as our status patches returned them, until the Runner
     /// watch delivers them ([`Recent`]).
     pub own_status: Arc<Recent<crate::api::Runner>>,
-    /// When each Runner's status was written ([`super::status_write`]);
-    /// the child-event debounce reads them too.
-    pub status_clocks: Arc<Clocks>,
 }
 
 /// A Runner's key in the manager's own per-Runner memory.
@@ -47,6 +44,9 @@ pub struct Context {
     pub failures: Mutex<HashMap<String, u32>>,
     /// Deletion records waiting for their namespace's turn.
     pub deletion_records: Queues,
+    /// When each Runner's status was written ([`super::status_write`]),
+    /// by `namespace/name`.
+    status_clocks: Mutex<HashMap<String, Clock>>,
 }
 
 impl Context {
@@ -60,6 +60,7 @@ impl Context {
             writes,
             failures: Mutex::default(),
             deletion_records: Queues::default(),
+            status_clocks: Mutex::default(),
         }
     }
 
@@ -70,6 +71,6 @@ impl Context {
     /// The status clocks; a Runner's goes when nothing in it matters any
     /// more, so they hold only Runners written to in the last seconds.
     pub(super) fn status_clocks(&self) -> MutexGuard<'_, HashMap<String, Clock>> {
-        self.stores.status_clocks.lock()
+        self.status_clocks.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

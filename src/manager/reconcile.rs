@@ -141,9 +141,7 @@ async fn write_status(
         let mut clocks = ctx.status_clocks();
         let clock = clocks.entry(key.clone()).or_default();
         clock.saw(new.observed_generation, now);
-        let when = status_write::when(runner.status.as_ref(), &new, clock, now);
-        clock.decided(when, now);
-        when
+        status_write::when(runner.status.as_ref(), &new, clock, now)
     };
     match when {
         When::Never => Ok(None),

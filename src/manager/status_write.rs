@@ -15,13 +15,9 @@
 //!   rollout), at most [`SPACING_MAX`]: a rollout of a minute costs about
 //!   five progress writes, not twenty.
 //!
-//! A write deferred is a pass requeued for when it is due. A progress-only
-//! child event (the debounce's progress lane) asks [`Clocks::gate`]
-//! first: a pass before progress is due would only defer it again, and one
-//! already requeued for it reads the newest counts anyway.
+//! A write deferred is a pass requeued for when it is due. The clocks are
+//! the passes' own: the watches know nothing of them.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::api::RunnerStatus;
@@ -39,9 +35,6 @@ pub struct Clock {
     /// The newest generation a pass computed a status for, and when that
     /// was first done.
     pub generation: Option<(Option<i64>, Instant)>,
-    /// When a write deferred by the last pass is due: that pass requeued
-    /// itself for then.
-    pub deferred: Option<Instant>,
 }
 
 impl Clock {
@@ -57,25 +50,6 @@ impl Clock {
         self.written.is_none_or(|t| now.saturating_duration_since(t) >= SPACING_MAX)
     }
 
-    /// Notes what the pass decided ([`when`]) at `now`.
-    pub fn decided(&mut self, when: When, now: Instant) {
-        self.deferred = match when {
-            When::After(due) => Some(now + due),
-            When::Never | When::Now => None,
-        };
-    }
-
-    /// What a progress-only child event of this Runner needs at `now`.
-    pub fn gate(&self, now: Instant) -> Gate {
-        // A requeue lost with its pass (the Runner deleted, the manager
-        // restarted) must not silence the events for long.
-        if self.deferred.is_some_and(|due| now < due + REQUEUE_SLACK) {
-            return Gate::Covered;
-        }
-        let due = self.written.map_or(now, |w| w + self.spacing());
-        Gate::Wait(due.saturating_duration_since(now))
-    }
-
     /// How long after the last write progress may be written again.
     fn spacing(&self) -> Duration {
         let rolling = match (self.written, self.generation) {
@@ -83,34 +57,6 @@ impl Clock {
             _ => Duration::ZERO,
         };
         rolling.clamp(COALESCE, SPACING_MAX)
-    }
-}
-
-/// How late a requeued pass may run before its deferral is not trusted.
-const REQUEUE_SLACK: Duration = Duration::from_secs(1);
-
-/// What a progress-only child event needs ([`Clock::gate`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Gate {
-    /// No pass: one is requeued for the deferred write, and reads it.
-    Covered,
-    /// A pass no sooner than this from now, when progress may be written.
-    Wait(Duration),
-}
-
-/// Every Runner's [`Clock`], by `namespace/name` (`runner_key`): passes
-/// write them; the child-event debounce reads them ([`Clock::gate`]).
-#[derive(Default)]
-pub struct Clocks(Mutex<HashMap<String, Clock>>);
-
-impl Clocks {
-    pub fn lock(&self) -> MutexGuard<'_, HashMap<String, Clock>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// [`Clock::gate`] of the Runner `key`; one never written may write.
-    pub fn gate(&self, key: &str, now: Instant) -> Gate {
-        self.lock().get(key).map_or(Gate::Wait(Duration::ZERO), |c| c.gate(now))
     }
 }
 
@@ -185,7 +131,6 @@ mod tests {
         let clock = |g: i64, seen_ms: u64, written_ms: u64| Clock {
             written: Some(at(written_ms)),
             generation: Some((Some(g), at(seen_ms))),
-            deferred: None,
         };
         let avail = |g, n| status(g, Phase::Available, n, "Available");
         let rolling = |g, n| status(g, Phase::Progressing, n, "RollingOut");
@@ -303,28 +248,5 @@ mod tests {
         assert!(c.expired(t0), "never written");
         c.written = Some(t0);
         assert!(!c.expired(t0 + COALESCE) && c.expired(t0 + SPACING_MAX));
-    }
-
-    #[test]
-    fn a_progress_event_waits_for_the_write_it_could_bring() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let wait = |ms: u64| Gate::Wait(Duration::from_millis(ms));
-        assert_eq!(Clocks::default().gate("ns/web", t0), wait(0), "never written: at once");
-        let mut c = Clock::default();
-        c.saw(Some(2), t0);
-        c.written = Some(t0);
-        assert_eq!(c.gate(at(1_000)), wait(2_000), "progress may be written {COALESCE:?} after a write");
-        assert_eq!(c.gate(at(5_000)), wait(0));
-        c.decided(When::After(Duration::from_millis(2_000)), at(1_000));
-        assert_eq!(c.gate(at(2_000)), Gate::Covered, "the pass requeued for the deferred write reads it");
-        assert_eq!(c.gate(at(3_900)), Gate::Covered);
-        assert_eq!(c.gate(at(4_000)), wait(0), "a requeue this late was lost: events count again");
-        c.decided(When::Never, at(3_100));
-        assert_eq!(c.gate(at(3_200)), wait(0), "nothing deferred any more");
-        let clocks = Clocks::default();
-        clocks.lock().insert("ns/web".into(), c);
-        assert_eq!(clocks.gate("ns/web", at(3_200)), wait(0));
-        assert_eq!(clocks.gate("ns/other", at(3_200)), wait(0));
     }
 }

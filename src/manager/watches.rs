@@ -7,7 +7,6 @@
 
 use futures::stream::BoxStream;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::future::ready;
 use futures::{StreamExt, stream};
@@ -17,14 +16,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tracing::warn;
 
 use super::child_cache::{Cache, ChildCache};
-use super::context::{Stores, runner_key};
-use super::debounce::{Lane, debounced};
+use super::context::Stores;
+use super::debounce::debounced;
 use super::own_writes::{Recent, Seen};
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
 use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
-use super::status_write::Clocks;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
 use crate::kinds::packed::{Dictionary, Packed};
@@ -98,16 +96,14 @@ fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>>
 /// ([`runner_of_same_name`]): not for the echo of our own write or an event
 /// older than it ([`Recent::observe`]), not for an update that changes
 /// nothing the cache keeps (a pass reads only that), and not for the first
-/// list (the Runners' own first list brings every pass). An update that is
-/// progress only ([`ChildKind::progress_only`]) goes in the progress lane.
+/// list (the Runners' own first list brings every pass).
 fn reflect_and_wake<V>(
     what: &'static str,
     events: impl futures::Stream<Item = Result<watcher::Event<Packed<V>>, watcher::Error>> + Send + 'static,
     mut writer: Writer<Packed<V>>,
     store: Store<Packed<V>>,
     recent: Arc<Recent<Packed<V>>>,
-    progress_only: fn(&Packed<V>, &Packed<V>) -> bool,
-) -> BoxStream<'static, (ObjectRef<Runner>, Lane)>
+) -> BoxStream<'static, ObjectRef<Runner>>
 where
     V: kube::Resource<DynamicType = ()>
         + serde::Serialize
@@ -123,20 +119,19 @@ where
                     Seen::Echo | Seen::Older => None,
                     Seen::Unknown | Seen::Newer => match store.get(&ObjectRef::from_obj(obj)) {
                         Some(b) if b.same_reads(obj) => None,
-                        Some(b) if progress_only(&b, obj) => Some((obj.clone(), Lane::Progress)),
-                        _ => Some((obj.clone(), Lane::Now)),
+                        _ => Some(obj.clone()),
                     },
                 },
                 Ok(watcher::Event::Delete(obj)) => {
                     recent.forget(obj);
-                    Some((obj.clone(), Lane::Now))
+                    Some(obj.clone())
                 }
                 _ => None,
             };
             if let Ok(event) = &event {
                 writer.apply_watcher_event(event);
             }
-            ready(wake.and_then(|(obj, lane)| Some((runner_of_same_name(obj)?, lane))))
+            ready(wake.and_then(runner_of_same_name))
         })
         .boxed()
 }
@@ -167,7 +162,7 @@ struct ChildWatches<'a> {
     client: &'a Client,
     namespaces: &'a [String],
     caches: Vec<Box<dyn ChildCache>>,
-    triggers: Vec<BoxStream<'static, (ObjectRef<Runner>, Lane)>>,
+    triggers: Vec<BoxStream<'static, ObjectRef<Runner>>>,
 }
 
 impl kinds::Visitor for ChildWatches<'_> {
@@ -182,7 +177,7 @@ impl kinds::Visitor for ChildWatches<'_> {
         let recent = Arc::new(Recent::default());
         let stream = merged_watches(self.client, self.namespaces, config, trimmed, packed, &store);
         let kind = <K::Object as k8s_openapi::Resource>::KIND;
-        let wake = reflect_and_wake(kind, stream, writer, store.clone(), recent.clone(), K::progress_only);
+        let wake = reflect_and_wake(kind, stream, writer, store.clone(), recent.clone());
         self.triggers.push(wake);
         self.caches.push(Box::new(Cache::<K>::new(store, recent)));
     }
@@ -196,13 +191,6 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     let (runners, runner_w) = reflector::store::<CachedRunner>();
     let config = watcher::Config::default().page_size(LIST_PAGE);
     let own_status = Arc::new(Recent::<Runner>::default());
-    let clocks = Arc::new(Clocks::default());
-    let gate = {
-        let clocks = clocks.clone();
-        move |r: &ObjectRef<Runner>| {
-            clocks.gate(&runner_key(r.namespace.as_deref().unwrap_or_default(), &r.name), Instant::now())
-        }
-    };
     let seen = own_status.clone();
     let (store, mut writer) = (runners.clone(), runner_w);
     let runner_stream = merged_watches(client, namespaces, config, trim::runner, packed, &runners)
@@ -245,10 +233,10 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
             .boxed()
     }));
     Watches {
-        stores: Stores { children: children.caches.into(), pods, own_status, status_clocks: clocks },
+        stores: Stores { children: children.caches.into(), pods, own_status },
         runners,
         runner_events: without_errors("Runner", runner_stream).boxed(),
-        child_triggers: debounced(stream::select_all(children.triggers), gate).map(cached).boxed(),
+        child_triggers: debounced(stream::select_all(children.triggers)).map(cached).boxed(),
         pod_triggers: pod_triggers.map(cached).boxed(),
     }
 }
