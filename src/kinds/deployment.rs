@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
-use super::packed::Packed;
 use super::view::Labels;
 use super::{ChildKind, Facts, Merge, meta, pod_fields};
 use crate::api::Runner;
@@ -184,7 +183,7 @@ impl RolloutSource for DeploymentView {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
     use crate::api::RUNNER_UID_LABEL;

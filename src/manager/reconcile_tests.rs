@@ -111,12 +111,8 @@ fn context_with(deployments: Vec<k8s_openapi::api::apps::v1::Deployment>) -> (Ar
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let objects = deployments.iter().map(|d| serde_json::to_value(d).unwrap()).collect();
-    let stores = Stores {
-        children: seeded(objects),
-        pods: Default::default(),
-        own_status: Default::default(),
-        status_clocks: Default::default(),
-    };
+    let stores =
+        Stores { children: seeded(objects), pods: Default::default(), own_status: Default::default() };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "test".into(), instance: None });
     (Arc::new(Context::new(client, stores, recorder, Metrics::default())), handle)
 }

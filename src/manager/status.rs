@@ -244,7 +244,7 @@ mod tests {
             statuses.iter().map(|s| (s.phase, ready_condition(s).reason.as_str())).collect();
         assert_eq!(verdicts, [(Phase::Progressing, REASON_ROLLING_OUT); 3]);
         let t = std::time::Instant::now();
-        let clock = Clock { written: Some(t), generation: Some((Some(2), t)), deferred: None };
+        let clock = Clock { written: Some(t), generation: Some((Some(2), t)) };
         for pair in statuses.windows(2) {
             assert!(matches!(when(Some(&pair[0]), &pair[1], &clock, t), When::After(_)), "{pair:#?}");
         }
