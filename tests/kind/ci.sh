@@ -103,9 +103,13 @@ smoke() {
   kubectl -n kind-smoke rollout status deployment/web --timeout=120s
   local pod body
   pod=$(kubectl -n kind-smoke get pods -l app=web -o name | head -n 1)
-  body=$(timeout 60 kubectl -n kind-smoke exec "$pod" -- wget -qO- http://web.kind-smoke.svc.cluster.local/)
-  kstep "smoke: $pod fetched http://web.kind-smoke.svc.cluster.local/: $body"
-  [ -n "$body" ]
+  # busybox's nc, not its wget: Debian's static busybox wget crashes
+  # (SIGSEGV) before it sends anything.
+  # shellcheck disable=SC2016 # expanded by the Pod's shell
+  body=$(timeout 60 kubectl -n kind-smoke exec "$pod" -- sh -c \
+    'printf "GET / HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" | busybox nc "$0" 80' web.kind-smoke.svc.cluster.local)
+  kstep "smoke: $pod fetched http://web.kind-smoke.svc.cluster.local/: $(printf '%s' "$body" | head -n 1)"
+  case $body in "HTTP/1."?" 200 "*) ;; *) return 1 ;; esac
   kubectl delete namespace kind-smoke --wait=true --timeout=120s > /dev/null
 }
 timed "smoke (node, CoreDNS, HTTP)" smoke
