@@ -101,7 +101,7 @@ url="http://$ip:$port/"
 body=$(timeout 60 "$KUBECTL" exec -n "$SAMPLE_NAMESPACE" "$pod" -- sh -c '
   if command -v curl > /dev/null 2>&1; then exec curl -fsS -m 20 "http://$0:$1/"; fi
   if command -v wget > /dev/null 2>&1 && wget -qO- "http://$0:$1/" 2> /dev/null; then exit 0; fi
-  printf "GET / HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" | busybox nc "$0" "$1"' "$ip" "$port") ||
+  printf "GET / HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" | busybox nc -w 10 "$0" "$1"' "$ip" "$port") ||
   { echo "the sample Runner does not answer HTTP at $url from inside the cluster" >&2; exit 1; }
 [ -n "$body" ] || { echo "the sample Runner answered $url with an empty body" >&2; exit 1; }
 case $body in

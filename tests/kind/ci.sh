@@ -101,13 +101,21 @@ smoke() {
   kubectl -n kind-smoke create deployment web --image="$WEB" --port=8080
   kubectl -n kind-smoke expose deployment web --port=80 --target-port=8080
   kubectl -n kind-smoke rollout status deployment/web --timeout=120s
-  local pod body
+  local pod body=
   pod=$(kubectl -n kind-smoke get pods -l app=web -o name | head -n 1)
   # busybox's nc, not its wget: Debian's static busybox wget crashes
   # (SIGSEGV) before it sends anything.
-  # shellcheck disable=SC2016 # expanded by the Pod's shell
-  body=$(timeout 60 kubectl -n kind-smoke exec "$pod" -- sh -c \
-    'printf "GET / HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" | busybox nc "$0" 80' web.kind-smoke.svc.cluster.local)
+  # Tried every 5 s for a minute: the Service's rules may not be in place
+  # the moment its Pod is Ready.
+  local try
+  for try in $(seq 12); do
+    # shellcheck disable=SC2016 # expanded by the Pod's shell
+    body=$(timeout 15 kubectl -n kind-smoke exec "$pod" -- sh -c \
+      'printf "GET / HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" | busybox nc -w 5 "$0" 80' \
+      web.kind-smoke.svc.cluster.local) && [ -n "$body" ] && break
+    kstep "smoke: no answer yet (try $try of 12)"
+    sleep 5
+  done
   kstep "smoke: $pod fetched http://web.kind-smoke.svc.cluster.local/: $(printf '%s' "$body" | head -n 1)"
   case $body in "HTTP/1."?" 200 "*) ;; *) return 1 ;; esac
   kubectl delete namespace kind-smoke --wait=true --timeout=120s > /dev/null
