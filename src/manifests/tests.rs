@@ -1,0 +1,77 @@
+//! The generated manifests, checked without a cluster.
+
+use super::*;
+
+#[test]
+fn everything_generated_carries_the_installed_by_label() {
+    for m in all(Some("img"), &RbacScope::Namespaces(vec!["a".into()])) {
+        let labels = m.object.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get(INSTALLED_BY_LABEL).map(String::as_str),
+            Some(INSTALLED_BY_VALUE),
+            "{}",
+            m.describe()
+        );
+    }
+}
+
+#[test]
+fn namespace_scoped_rbac_has_a_role_per_namespace_and_no_cluster_role() {
+    let ms = rbac(&RbacScope::Namespaces(vec!["a".into(), "b".into()]));
+    let kinds: Vec<String> = ms.iter().map(|m| m.describe()).collect();
+    assert!(kinds.contains(&"Role a/runner-manager".to_string()), "{kinds:?}");
+    assert!(kinds.contains(&"RoleBinding b/runner-manager".to_string()), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k.starts_with("ClusterRole")), "{kinds:?}");
+}
+
+#[test]
+fn the_cluster_role_lists_every_watched_permission() {
+    let ms = rbac(&RbacScope::Cluster);
+    let cr = ms.iter().find(|m| m.describe() == format!("ClusterRole/{MANAGER_ROLE}")).unwrap();
+    let rules = cr.object.data["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), crate::rbac::permissions(Scope::Watched).count());
+    assert!(
+        rules.iter().any(|r| r["resources"][0] == "deployments" && r["verbs"].to_string().contains("list"))
+    );
+}
+
+#[test]
+fn cluster_wide_metrics_are_served_with_auth_and_namespaced_ones_on_loopback() {
+    let kinds: Vec<String> = rbac(&RbacScope::Cluster).iter().map(|m| m.describe()).collect();
+    for k in [
+        format!("ClusterRole/{METRICS_AUTH_ROLE}"),
+        format!("ClusterRoleBinding/{METRICS_AUTH_ROLE}"),
+        format!("ClusterRole/{METRICS_READER_ROLE}"),
+    ] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    let args = |scope| {
+        manager("img", &scope)[0].object.data["spec"]["template"]["spec"]["containers"][0]["args"].to_string()
+    };
+    let cluster = args(RbacScope::Cluster);
+    assert!(cluster.contains("--metrics-addr=0.0.0.0:") && cluster.contains("--metrics-auth"), "{cluster}");
+    let namespaced = args(RbacScope::Namespaces(vec!["a".into()]));
+    assert!(
+        namespaced.contains("--metrics-addr=127.0.0.1:") && !namespaced.contains("--metrics-auth"),
+        "{namespaced}"
+    );
+}
+
+#[test]
+fn the_manager_runs_non_root_read_only_with_limits() {
+    let d = &manager("img", &RbacScope::Cluster)[0].object.data;
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    assert!(c["args"].to_string().contains("--leader-elect"));
+}
+
+#[test]
+fn a_namespace_scoped_manager_watches_every_namespace_it_has_roles_in() {
+    let scope = RbacScope::Namespaces(vec!["team-a".into(), "team-b".into()]);
+    let args = manager("img", &scope)[0].object.data["spec"]["template"]["spec"]["containers"][0]["args"]
+        .to_string();
+    assert!(args.contains("\"--watch-namespace=team-a,team-b\""), "{args}");
+}
