@@ -118,8 +118,8 @@ fn create_from_a_file_validates_every_document() {
     let file = dir.join("bad.yaml");
     std::fs::write(
         &file,
-        "apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: ok}\nspec: {image: nginx}\n---\n\
-         apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: bad}\nspec: {image: nginx, replicas: 9}\n",
+        "apiVersion: lab.cloudlab.training/v1beta1\nkind: Runner\nmetadata: {name: ok}\nspec: {image: nginx}\n---\n\
+         apiVersion: lab.cloudlab.training/v1beta1\nkind: Runner\nmetadata: {name: bad}\nspec: {image: nginx, replicas: 9}\n",
     )
     .unwrap();
     let o = run(&["create", "-f", file.to_str().unwrap(), "--dry-run=client"]);
