@@ -93,10 +93,21 @@ impl Manifest {
     }
 }
 
-/// The Runner CRD as its types declare it, described by the child kinds
-/// ([`crate::kinds::crd_description`]); tests install it unlabelled.
+/// The Runner CRD as its types declare it, every version
+/// ([`crate::api::VERSIONS`]) listed with [`crate::api::VERSION`] stored,
+/// described by the child kinds ([`crate::kinds::crd_description`]); tests
+/// install it unlabelled.
+///
+/// Only the storage version is served: serving another needs the
+/// manager's conversion webhook (without one, the apiserver would only
+/// relabel an object and prune what the other version cannot hold), and
+/// the install that runs the manager turns it on. The others stay listed,
+/// not served, so a CRD that once stored them can still be updated.
 pub fn runner_crd() -> CustomResourceDefinition {
-    let mut crd = Runner::crd();
+    let versions = vec![crate::api::v1alpha1::Runner::crd(), Runner::crd()];
+    let mut crd = kube::core::crd::merge_crds(versions, crate::api::VERSION)
+        .expect("the Runner's versions agree on group, kind and scope");
+    crd.spec.versions.iter_mut().for_each(|v| v.served = v.storage);
     let schemas = crd.spec.versions.iter_mut().filter_map(|v| v.schema.as_mut()?.open_api_v3_schema.as_mut());
     schemas.for_each(|s| s.description = Some(crate::kinds::crd_description()));
     crd
@@ -107,19 +118,19 @@ pub fn runner_crd() -> CustomResourceDefinition {
 /// [`MANAGER_NAMESPACE`]; the manager injects the caBundle).
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = labelled(runner_crd());
+    crd.spec.versions.iter_mut().for_each(|v| v.served = true);
     let service = Target::Service { namespace: MANAGER_NAMESPACE.into() };
     crd.spec.conversion = Some(conversion(&service, None));
     crd
 }
 
-/// The Runner CRD for a cluster without the manager: the storage version
-/// only, so nothing needs converting. Both versions with no conversion
-/// would not do: the apiserver would hand an old object out under the new
-/// version with only its apiVersion changed, and the fields that moved
-/// would be pruned.
+/// The Runner CRD for a cluster without the manager: [`runner_crd`], the
+/// storage version the only one served, so nothing needs converting. Both
+/// served with no conversion would not do: the apiserver would hand an old
+/// object out under the new version with only its apiVersion changed, and
+/// the fields that moved would be pruned.
 pub fn crd_without_webhook() -> CustomResourceDefinition {
     let mut crd = labelled(runner_crd());
-    crd.spec.versions.retain(|v| v.storage);
     crd.spec.conversion = None;
     crd
 }

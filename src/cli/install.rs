@@ -157,8 +157,8 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
 /// Else what is missing, and the command that provides it.
 pub fn without_webhook(live: Option<&CustomResourceDefinition>) -> std::result::Result<(), String> {
     let Some(live) = live else { return Ok(()) };
-    let storage =
-        manifests::crd_without_webhook().spec.versions.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+    let served = manifests::crd_without_webhook().spec.versions.into_iter().filter(|v| v.served);
+    let storage = served.map(|v| v.name).collect::<Vec<_>>();
     let with_manager = "kubectl runner install --with-manager --image IMAGE";
     if live.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook") {
         return Err(format!(
@@ -220,16 +220,15 @@ mod tests {
         let crd = &plan_install(&a)[0].object.data;
         assert!(crd["spec"].get("conversion").is_none(), "{crd}");
         let versions = crd["spec"]["versions"].as_array().unwrap();
-        assert!(versions.iter().all(|v| v["storage"] == true), "{versions:?}");
+        assert!(versions.iter().all(|v| v["served"] == v["storage"]), "{versions:?}");
         let with = plan_install(&InstallArgs { with_manager: true, image: Some("img".into()), ..a });
         let crd = &with[0].object.data;
         assert_eq!(crd["spec"]["conversion"]["strategy"], "Webhook");
         assert_eq!(crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["name"], "runner-webhook");
         assert!(crd["spec"]["conversion"]["webhook"]["clientConfig"].get("caBundle").is_none());
-        assert_eq!(
-            crd["spec"]["versions"].as_array().unwrap().len(),
-            manifests::runner_crd().spec.versions.len()
-        );
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        assert_eq!(versions.len(), crate::api::VERSIONS.len());
+        assert!(versions.iter().all(|v| v["served"] == true), "{versions:?}");
         let kinds: Vec<String> = with.iter().map(Manifest::describe).collect();
         for k in ["Secret runner-system/runner-webhook-tls", "Service runner-system/runner-webhook"] {
             assert!(kinds.contains(&k.to_string()), "{k} in {kinds:?}");

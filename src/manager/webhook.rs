@@ -67,25 +67,7 @@ pub async fn start(
     Ok(bound)
 }
 
-/// The conversion itself. Until `api::conversion::review` lands, one
-/// version means no change but the apiVersion asked for.
+/// The conversion itself: pure, in `api::conversion`.
 fn review(review: ConversionReview) -> ConversionReview {
-    use kube::core::conversion::{ConversionRequest, ConversionResponse};
-    let Ok(request) = ConversionRequest::from_review(review) else {
-        return ConversionResponse::invalid(kube::core::Status::failure(
-            "not a ConversionReview request",
-            "BadRequest",
-        ))
-        .into_review();
-    };
-    let to = request.desired_api_version.clone();
-    let objects = request.objects.clone();
-    let converted = objects
-        .into_iter()
-        .map(|mut o| {
-            o["apiVersion"] = serde_json::Value::String(to.clone());
-            o
-        })
-        .collect();
-    ConversionResponse::for_request(request).success(converted).into_review()
+    crate::api::conversion::review(review)
 }
