@@ -241,3 +241,53 @@ async fn two_managers_starting_at_once_end_with_one_secret_and_a_ca_bundle_that_
     first.stop().await;
     second.stop().await;
 }
+
+#[tokio::test]
+async fn the_installed_managers_rbac_is_all_the_webhook_needs() {
+    let _turn = CRD_LOCK.lock().await;
+    let ns = TestNs::new("webhook3").await;
+    ensure_crd(&ns.client).await;
+    let _restore = RestoreCrd;
+    support::apply_generated_rbac(&ns.client).await;
+    // The Secret as install creates it (empty; the manager may not create one).
+    let manifests = kubectl_runner::manifests::manager("img", &kubectl_runner::manifests::RbacScope::Cluster);
+    let empty = manifests.iter().find(|m| m.resource.kind == "Secret").expect("install's Secret");
+    Api::<Secret>::namespaced(ns.client.clone(), kubectl_runner::manifests::MANAGER_NAMESPACE)
+        .patch(SECRET, &PatchParams::apply("kubectl-runner-tests").force(), &Patch::Apply(&empty.object))
+        .await
+        .expect("create the empty Secret");
+
+    // As the installed ServiceAccount, preflight included: get/update/watch
+    // that Secret and get/patch the CRD, nothing more.
+    let as_sa = support::as_manager_service_account().await;
+    let listen = free_loopback_addr();
+    let url = format!("https://{listen}/convert");
+    let mut cfg = webhook_config(&ns.name, listen, Target::Url(url.clone()));
+    cfg.lease_namespace = kubectl_runner::manifests::MANAGER_NAMESPACE.into();
+    cfg.webhook.as_mut().unwrap().namespace = cfg.lease_namespace.clone();
+    let manager = ManagerHandle::start_with(&as_sa, cfg);
+    let secrets: Api<Secret> =
+        Api::namespaced(ns.client.clone(), kubectl_runner::manifests::MANAGER_NAMESPACE);
+    wait_for("the CRD to trust what the Secret holds", T, || {
+        let (secrets, client) = (secrets.clone(), ns.client.clone());
+        async move {
+            let m = secret::material(secrets.get(SECRET).await.ok()?.data.as_ref());
+            (!m.ca_crt.is_empty() && crd_bundle(&client).await? == m.ca_crt).then_some(())
+        }
+    })
+    .await;
+    serve_all_versions(&ns.client).await;
+    let old = v1alpha1(&ns);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Runner",
+        "metadata": { "name": "old" }, "spec": { "image": "nginx:1.27", "port": 8082 },
+    }))
+    .unwrap();
+    wait_for("a v1alpha1 Runner created through the webhook", T, || {
+        let (old, obj) = (old.clone(), obj.clone());
+        async move { old.create(&PostParams::default(), &obj).await.ok() }
+    })
+    .await;
+    assert_eq!(ns.api::<Runner>().get("old").await.expect("read as v1beta1").spec.expose.port, 8082);
+    manager.stop_after_cleanup(&ns).await;
+}

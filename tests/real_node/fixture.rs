@@ -10,7 +10,7 @@ use kube::{Client, ResourceExt};
 use kubectl_runner::api::Runner;
 use kubectl_runner::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
 
-use crate::support::{TestNs, cli, client, http_get, wait_for};
+use crate::support::{TestNs, apply_generated_rbac, cli, client, http_get, wait_for};
 
 /// Label and NoSchedule taint key of the real node (tests/cluster/lib.sh).
 pub const REAL_NODE_LABEL: &str = "kubectl-runner.test/real-node";
@@ -108,11 +108,13 @@ pub struct InstalledManager {
 impl Drop for InstalledManager {
     fn drop(&mut self) {
         let ns = self.runners_ns.clone();
-        let _ = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-runner")).arg("install").output();
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
                 let client = client().await;
+                // The RBAC alone: `install` without the manager refuses a CRD
+                // that converts through the manager's webhook.
+                apply_generated_rbac(&client).await;
                 delete_runners_and_wait(&client, &ns).await;
                 let _ = Api::<Namespace>::all(client)
                     .delete(MANAGER_NAMESPACE, &DeleteParams::background())

@@ -17,6 +17,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod conversion;
 mod e2e;
 mod fixture;
 mod in_cluster_check;
