@@ -113,25 +113,23 @@ pub fn runner_crd() -> CustomResourceDefinition {
     crd
 }
 
-/// The Runner CRD, labelled as installed by this tool, every version
-/// served and converted by the in-cluster manager's webhook (its Service in
-/// [`MANAGER_NAMESPACE`]; the manager injects the caBundle).
+/// The Runner CRD, labelled as installed by this tool: [`runner_crd`], the
+/// storage version the only one served and no conversion, which a cluster
+/// without the manager needs (both served with no conversion would not do:
+/// the apiserver would hand an old object out under the new version with
+/// only its apiVersion changed, and the fields that moved would be pruned).
 pub fn crd() -> CustomResourceDefinition {
-    let mut crd = labelled(runner_crd());
+    labelled(runner_crd())
+}
+
+/// The Runner CRD as `install --with-manager` applies it: every version
+/// served, converted by the in-cluster manager's webhook (its Service in
+/// [`MANAGER_NAMESPACE`]; the manager injects the caBundle).
+pub fn crd_with_webhook() -> CustomResourceDefinition {
+    let mut crd = crd();
     crd.spec.versions.iter_mut().for_each(|v| v.served = true);
     let service = Target::Service { namespace: MANAGER_NAMESPACE.into() };
     crd.spec.conversion = Some(conversion(&service, None));
-    crd
-}
-
-/// The Runner CRD for a cluster without the manager: [`runner_crd`], the
-/// storage version the only one served, so nothing needs converting. Both
-/// served with no conversion would not do: the apiserver would hand an old
-/// object out under the new version with only its apiVersion changed, and
-/// the fields that moved would be pruned.
-pub fn crd_without_webhook() -> CustomResourceDefinition {
-    let mut crd = labelled(runner_crd());
-    crd.spec.conversion = None;
     crd
 }
 
@@ -143,9 +141,10 @@ fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd
 }
 
-/// The CRD as a [`Manifest`] (as install --with-manager applies it).
+/// The CRD as a [`Manifest`], as install --with-manager applies it (and
+/// `manifests/crd.yaml` holds it, beside the manager's manifests).
 pub fn crd_manifest() -> Manifest {
-    crd_manifest_of(crd())
+    crd_manifest_of(crd_with_webhook())
 }
 
 fn crd_manifest_of(crd: CustomResourceDefinition) -> Manifest {
@@ -336,9 +335,9 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
 
 /// CRD, RBAC, the tenant roles and (with an image) the manager, in apply
 /// order. Without the manager, the CRD serves the storage version only
-/// ([`crd_without_webhook`]): nothing would answer a conversion.
+/// ([`crd`]): nothing would answer a conversion.
 pub fn all(image: Option<&str>, scope: &RbacScope) -> Vec<Manifest> {
-    let crd = if image.is_some() { crd_manifest() } else { crd_manifest_of(crd_without_webhook()) };
+    let crd = if image.is_some() { crd_manifest() } else { crd_manifest_of(crd()) };
     let mut out = vec![crd];
     out.extend(rbac(scope));
     out.extend(tenant_roles());

@@ -157,7 +157,7 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
 /// Else what is missing, and the command that provides it.
 pub fn without_webhook(live: Option<&CustomResourceDefinition>) -> std::result::Result<(), String> {
     let Some(live) = live else { return Ok(()) };
-    let served = manifests::crd_without_webhook().spec.versions.into_iter().filter(|v| v.served);
+    let served = manifests::crd().spec.versions.into_iter().filter(|v| v.served);
     let storage = served.map(|v| v.name).collect::<Vec<_>>();
     let with_manager = "kubectl runner install --with-manager --image IMAGE";
     if live.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook") {
