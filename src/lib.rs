@@ -44,3 +44,4 @@ pub mod rbac;
 pub mod revert;
 pub mod rollout;
 pub mod service_account;
+pub mod webhook;

@@ -10,10 +10,15 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::api::Runner;
-use crate::rbac::{Scope, metrics_reader_rules, policy_rules};
+use crate::rbac::{METRICS_AUTH, Scope, metrics_reader_rules, policy_rules, policy_rules_of};
+use crate::webhook::Target;
 
+mod conversion;
 mod tenant;
+mod webhook;
+pub use conversion::conversion;
 pub use tenant::{tenant_role_names, tenant_roles};
+pub use webhook::WEBHOOK_ROLE;
 
 /// Label on everything `install` creates; `uninstall` removes only objects
 /// that carry it, so it never deletes a CRD someone else installed.
@@ -25,7 +30,8 @@ pub const MANAGER_NAMESPACE: &str = "runner-system";
 pub const MANAGER_NAME: &str = "runner-controller-manager";
 /// ClusterRole / Role holding [`crate::rbac::PERMISSIONS`].
 pub const MANAGER_ROLE: &str = "runner-manager";
-/// Role for the leader-election Lease, in [`MANAGER_NAMESPACE`].
+/// Role for the manager's own objects in [`MANAGER_NAMESPACE`]: the
+/// leader-election and presence Leases, the conversion webhook's Secret.
 pub const LEADER_ROLE: &str = "runner-leader-election";
 /// ClusterRole holding the cluster-scoped reviews behind `/metrics`' access
 /// check ([`crate::rbac::Scope::Cluster`]).
@@ -107,9 +113,29 @@ pub fn runner_crd() -> CustomResourceDefinition {
     crd
 }
 
-/// The Runner CRD, labelled as installed by this tool.
+/// The Runner CRD, labelled as installed by this tool, every version
+/// served and converted by the in-cluster manager's webhook (its Service in
+/// [`MANAGER_NAMESPACE`]; the manager injects the caBundle).
 pub fn crd() -> CustomResourceDefinition {
-    let mut crd = runner_crd();
+    let mut crd = labelled(runner_crd());
+    crd.spec.versions.iter_mut().for_each(|v| v.served = true);
+    let service = Target::Service { namespace: MANAGER_NAMESPACE.into() };
+    crd.spec.conversion = Some(conversion(&service, None));
+    crd
+}
+
+/// The Runner CRD for a cluster without the manager: [`runner_crd`], the
+/// storage version the only one served, so nothing needs converting. Both
+/// served with no conversion would not do: the apiserver would hand an old
+/// object out under the new version with only its apiVersion changed, and
+/// the fields that moved would be pruned.
+pub fn crd_without_webhook() -> CustomResourceDefinition {
+    let mut crd = labelled(runner_crd());
+    crd.spec.conversion = None;
+    crd
+}
+
+fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd.metadata
         .labels
         .get_or_insert_with(Default::default)
@@ -117,9 +143,13 @@ pub fn crd() -> CustomResourceDefinition {
     crd
 }
 
-/// The CRD as a [`Manifest`].
+/// The CRD as a [`Manifest`] (as install --with-manager applies it).
 pub fn crd_manifest() -> Manifest {
-    let value = serde_json::to_value(crd()).expect("CRD serializes");
+    crd_manifest_of(crd())
+}
+
+fn crd_manifest_of(crd: CustomResourceDefinition) -> Manifest {
+    let value = serde_json::to_value(crd).expect("CRD serializes");
     Manifest::new(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
@@ -130,7 +160,8 @@ pub fn crd_manifest() -> Manifest {
 }
 
 /// Namespace, ServiceAccount, the manager's (Cluster)Role(s) and bindings,
-/// and the leader-election Role, in apply order.
+/// the Role in its own namespace, and the webhook's ClusterRole, in apply
+/// order.
 pub fn rbac(scope: &RbacScope) -> Vec<Manifest> {
     let sa_subject =
         json!([{ "kind": "ServiceAccount", "name": MANAGER_NAME, "namespace": MANAGER_NAMESPACE }]);
@@ -166,10 +197,14 @@ pub fn rbac(scope: &RbacScope) -> Vec<Manifest> {
     let leader = serde_json::to_value(policy_rules(Scope::ManagerNamespace)).expect("rules serialize");
     out.push(role(MANAGER_NAMESPACE, LEADER_ROLE, &leader));
     out.push(role_binding(MANAGER_NAMESPACE, LEADER_ROLE, &sa_subject));
-    // A namespace-scoped install creates nothing cluster-wide (its user may
-    // not be allowed to); its manager serves /metrics on loopback instead.
+    // Every install: conversion needs the caBundle in the (cluster-scoped)
+    // CRD, which install creates anyway; the role names that CRD alone.
+    out.extend(webhook::webhook_rbac(&sa_subject));
+    // Otherwise a namespace-scoped install creates nothing cluster-wide (its
+    // user may not be allowed to); its manager serves /metrics on loopback.
     if *scope == RbacScope::Cluster {
-        let reviews = serde_json::to_value(policy_rules(Scope::Cluster)).expect("rules serialize");
+        let reviews =
+            serde_json::to_value(policy_rules_of(METRICS_AUTH, Scope::Cluster)).expect("rules serialize");
         out.push(cluster_role(METRICS_AUTH_ROLE, &reviews));
         out.push(cluster_role_binding(METRICS_AUTH_ROLE, &sa_subject));
         let reader = serde_json::to_value(metrics_reader_rules()).expect("rules serialize");
@@ -234,6 +269,7 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
         "--leader-elect".into(),
         format!("--health-addr=0.0.0.0:{HEALTH_PORT}"),
         "--log-format=json".into(),
+        format!("--webhook-listen=0.0.0.0:{}", crate::webhook::CONTAINER_PORT),
     ];
     // /metrics for scrapers the apiserver vouches for; without the
     // cluster-wide reviews that needs, on loopback (`kubectl port-forward`).
@@ -275,6 +311,7 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
                         "ports": [
                             { "name": "metrics", "containerPort": METRICS_PORT },
                             { "name": "health", "containerPort": HEALTH_PORT },
+                            { "name": crate::webhook::PORT_NAME, "containerPort": crate::webhook::CONTAINER_PORT },
                         ],
                         "livenessProbe": probe("/healthz"),
                         "readinessProbe": probe("/readyz"),
@@ -292,12 +329,17 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
             },
         },
     });
-    vec![Manifest::new("apps/v1", "Deployment", "deployments", true, deployment)]
+    let mut out = webhook::webhook_objects(&labels);
+    out.push(Manifest::new("apps/v1", "Deployment", "deployments", true, deployment));
+    out
 }
 
-/// CRD, RBAC, the tenant roles and (with an image) the manager, in apply order.
+/// CRD, RBAC, the tenant roles and (with an image) the manager, in apply
+/// order. Without the manager, the CRD serves the storage version only
+/// ([`crd_without_webhook`]): nothing would answer a conversion.
 pub fn all(image: Option<&str>, scope: &RbacScope) -> Vec<Manifest> {
-    let mut out = vec![crd_manifest()];
+    let crd = if image.is_some() { crd_manifest() } else { crd_manifest_of(crd_without_webhook()) };
+    let mut out = vec![crd];
     out.extend(rbac(scope));
     out.extend(tenant_roles());
     if let Some(image) = image {

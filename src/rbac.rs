@@ -18,10 +18,11 @@ pub enum Scope {
     /// In every namespace the manager watches (ClusterRole, or a Role per
     /// namespace in the namespace-scoped install).
     Watched,
-    /// Only in the manager's own namespace (leader-election Lease).
+    /// Only in the manager's own namespace (leader-election Lease, the
+    /// conversion webhook's Secret).
     ManagerNamespace,
     /// Cluster-scoped resources (the reviews behind `/metrics`' access
-    /// check), granted by their own ClusterRole in every install.
+    /// check, the Runner CRD's caBundle), granted by ClusterRoles.
     Cluster,
 }
 
@@ -76,7 +77,10 @@ impl Permission {
 }
 
 /// Every permission the manager uses: the Runner's, one per child kind
-/// ([`crate::kinds::all`]), then the rest. Keep in step with `manager::*`.
+/// ([`crate::kinds::all`]), then the rest, then those of `/metrics`' access
+/// check ([`METRICS_AUTH`]) and of the conversion webhook ([`WEBHOOK`]),
+/// which a manager needs only when it serves them. Keep in step with
+/// `manager::*`.
 pub static PERMISSIONS: LazyLock<Vec<Permission>> = LazyLock::new(|| {
     let children = crate::kinds::all().iter().map(|k| Permission {
         group: k.group(),
@@ -86,7 +90,8 @@ pub static PERMISSIONS: LazyLock<Vec<Permission>> = LazyLock::new(|| {
         scope: Scope::Watched,
         why: k.why(),
     });
-    BEFORE_CHILDREN.iter().copied().chain(children).chain(AFTER_CHILDREN.iter().copied()).collect()
+    let rest = AFTER_CHILDREN.iter().chain(METRICS_AUTH).chain(WEBHOOK).copied();
+    BEFORE_CHILDREN.iter().copied().chain(children).chain(rest).collect()
 });
 
 /// The Runner's own permissions, before the child kinds.
@@ -164,6 +169,10 @@ const AFTER_CHILDREN: &[Permission] = &[
         scope: Scope::ManagerNamespace,
         why: "leader election, so two managers never reconcile at once; a presence Lease per running manager, so diagnose sees it",
     },
+];
+
+/// The reviews behind `/metrics`' access check (`--metrics-auth`).
+pub const METRICS_AUTH: &[Permission] = &[
     Permission {
         group: "authentication.k8s.io",
         resource: "tokenreviews",
@@ -179,6 +188,28 @@ const AFTER_CHILDREN: &[Permission] = &[
         verbs: &["create"],
         scope: Scope::Cluster,
         why: "check that whoever scrapes /metrics may `get` it (--metrics-auth)",
+    },
+];
+
+/// The conversion webhook's: its certificates' Secret, read by name and
+/// updated (install creates it, so no `create`), and the caBundle of the
+/// Runner CRD and no other.
+pub const WEBHOOK: &[Permission] = &[
+    Permission {
+        group: "",
+        resource: "secrets",
+        resource_name: Some(crate::webhook::SECRET),
+        verbs: &["get", "update", "watch"],
+        scope: Scope::ManagerNamespace,
+        why: "keep the conversion webhook's CA and serving certificate, and reload them when another replica renews them",
+    },
+    Permission {
+        group: "apiextensions.k8s.io",
+        resource: "customresourcedefinitions",
+        resource_name: Some(crate::api::CRD_NAME),
+        verbs: &["get", "patch"],
+        scope: Scope::Cluster,
+        why: "set the Runner CRD's conversion caBundle to the webhook's CA, so the apiserver trusts it",
     },
 ];
 
@@ -207,6 +238,12 @@ pub fn policy_rules(scope: Scope) -> Vec<PolicyRule> {
     permissions(scope).map(rule).collect()
 }
 
+/// PolicyRules for the permissions of `list` in one scope (a ClusterRole
+/// that holds only those, e.g. the webhook's).
+pub fn policy_rules_of(list: &[Permission], scope: Scope) -> Vec<PolicyRule> {
+    list.iter().filter(|p| p.scope == scope).map(rule).collect()
+}
+
 /// The rule granting one permission.
 fn rule(p: &Permission) -> PolicyRule {
     PolicyRule {
@@ -223,12 +260,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn no_rule_uses_a_wildcard_or_touches_secrets() {
+    fn no_rule_uses_a_wildcard_and_only_the_webhook_touches_one_secret_and_one_crd() {
         for p in PERMISSIONS.iter() {
             assert!(!p.group.contains('*') && !p.resource.contains('*'), "{p:?}");
             assert!(!p.verbs.contains(&"*"), "{p:?}");
-            assert_ne!(p.resource, "secrets");
+            if p.resource == "secrets" {
+                assert_eq!(p.resource_name, Some("runner-webhook-tls"), "{p:?}");
+                assert_eq!(p.scope, Scope::ManagerNamespace);
+                assert_eq!(p.verbs, ["get", "update", "watch"], "no list: other Secrets stay unread");
+            }
+            if p.resource == "customresourcedefinitions" {
+                assert_eq!(p.resource_name, Some("runners.lab.cloudlab.training"), "{p:?}");
+                assert_eq!(p.verbs, ["get", "patch"]);
+            }
         }
+        assert!(WEBHOOK.iter().all(|w| PERMISSIONS.contains(w)));
     }
 
     #[test]

@@ -486,9 +486,10 @@ async fn preflight_names_each_missing_permission_of_a_restricted_identity() {
         let as_sa = as_sa.clone();
         let ns = ns.name.clone();
         async move {
-            let m = kubectl_runner::manager::preflight::missing_permissions(&as_sa, Some(&ns), None, false)
-                .await
-                .ok()?;
+            let m =
+                kubectl_runner::manager::preflight::missing_permissions(&as_sa, Some(&ns), None, false, None)
+                    .await
+                    .ok()?;
             (m.len() == 1).then_some(m)
         }
     })
@@ -496,9 +497,10 @@ async fn preflight_names_each_missing_permission_of_a_restricted_identity() {
     assert_eq!(missing[0].verb, "list");
     assert_eq!(missing[0].permission.resource_ref(), "services");
     assert!(missing[0].to_string().starts_with(&format!("can't list services in namespace {}", ns.name)));
-    let err = kubectl_runner::manager::preflight::check(&as_sa, std::slice::from_ref(&ns.name), None, false)
-        .await
-        .unwrap_err();
+    let err =
+        kubectl_runner::manager::preflight::check(&as_sa, std::slice::from_ref(&ns.name), None, false, None)
+            .await
+            .unwrap_err();
     assert!(err.to_string().contains("can't list services"), "{err}");
 }
 

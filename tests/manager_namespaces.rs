@@ -84,7 +84,8 @@ async fn a_manager_given_two_namespaces_with_only_roles_there_reconciles_runners
     let refused = wait_for("RBAC in a to settle", T, || {
         let (tenant, both, in_a) = (tenant.clone(), both.clone(), in_a.clone());
         async move {
-            let e = manager::preflight::check(&tenant, &both, None, false).await.unwrap_err().to_string();
+            let e =
+                manager::preflight::check(&tenant, &both, None, false, None).await.unwrap_err().to_string();
             (!e.contains(&in_a)).then_some(e)
         }
     })
@@ -97,7 +98,7 @@ async fn a_manager_given_two_namespaces_with_only_roles_there_reconciles_runners
     grant_watched(&a.client, &b.name, &a.name, "tenant").await;
     wait_for("RBAC in b to settle", T, || {
         let (tenant, both) = (tenant.clone(), both.clone());
-        async move { manager::preflight::check(&tenant, &both, None, false).await.ok() }
+        async move { manager::preflight::check(&tenant, &both, None, false, None).await.ok() }
     })
     .await;
 

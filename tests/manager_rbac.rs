@@ -33,6 +33,7 @@ async fn the_manager_does_its_job_with_only_the_generated_rbac() {
                 Some(&ns),
                 Some(MANAGER_NAMESPACE),
                 true,
+                Some(MANAGER_NAMESPACE),
             )
             .await
             .ok()?;

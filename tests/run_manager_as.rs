@@ -135,6 +135,7 @@ async fn an_impersonated_manager_lacking_create_deployments_fails_exactly_as_its
         std::slice::from_ref(&ns.name),
         Some(&ns.name),
         false,
+        None,
     )
     .await
     .expect_err("the ServiceAccount lacks create deployments")

@@ -40,6 +40,10 @@ pub enum Error {
     #[error(transparent)]
     E2e(crate::e2e::Error),
 
+    /// `install` would leave stored Runners unreadable; says what it needs.
+    #[error("{0}")]
+    InstallRefused(String),
+
     #[error("cannot load kubeconfig: {0}")]
     Kubeconfig(String),
 

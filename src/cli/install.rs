@@ -1,11 +1,15 @@
 //! `kubectl runner install`: server-side apply of [`crate::manifests`]
-//! (CRD, RBAC, and with `--with-manager` the in-cluster manager), then wait
-//! for the CRD to be Established. Its inverse is in `uninstall`.
+//! (CRD, RBAC, and with `--with-manager` the in-cluster manager with its
+//! conversion webhook), then wait for the CRD to be Established. Without
+//! the manager nothing converts, so the CRD serves the storage version only,
+//! and install refuses where stored Runners would need a conversion
+//! ([`without_webhook`]). Its inverse is in `uninstall`.
 
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 
 use super::args::{DryRun, parse_duration};
 use super::error::{Error, Result};
@@ -120,6 +124,14 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
         return output::emit(&manifests::to_yaml(&items)).map(|()| super::exit::OK);
     }
     let ctx = g.connect().await?;
+    if !a.with_manager {
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+        let live = crds
+            .get_opt(crate::api::CRD_NAME)
+            .await
+            .map_err(|e| Error::api("get", "CustomResourceDefinition", "", crate::api::CRD_NAME, e))?;
+        without_webhook(live.as_ref()).map_err(Error::InstallRefused)?;
+    }
     let server_dry = a.dry_run == DryRun::Server;
     let progress = Progress::spinner(format!("applying {} objects", items.len()));
     let done = install(&ctx, &items, server_dry, a.timeout).await?;
@@ -139,9 +151,89 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
     Ok(super::exit::OK)
 }
 
+/// Pure: Ok when the CRD may serve the storage version alone, with no
+/// conversion: it is absent, or every stored Runner is at that version and
+/// no webhook converts (a manager installed with it would be cut off).
+/// Else what is missing, and the command that provides it.
+pub fn without_webhook(live: Option<&CustomResourceDefinition>) -> std::result::Result<(), String> {
+    let Some(live) = live else { return Ok(()) };
+    let served = manifests::crd_without_webhook().spec.versions.into_iter().filter(|v| v.served);
+    let storage = served.map(|v| v.name).collect::<Vec<_>>();
+    let with_manager = "kubectl runner install --with-manager --image IMAGE";
+    if live.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook") {
+        return Err(format!(
+            "the Runner CRD converts between its versions through the manager's webhook; without --with-manager \
+             install would remove it. Keep it: `{with_manager}`"
+        ));
+    }
+    let stored = live.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
+    let old: Vec<&String> = stored.iter().filter(|v| !storage.contains(v)).collect();
+    if old.is_empty() {
+        return Ok(());
+    }
+    let old = old.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ");
+    Err(format!(
+        "Runners are stored as {old}, which only a conversion can serve as {}; install without the manager \
+         serves {} alone and would leave them unreadable. Missing: the conversion webhook: `{with_manager}` \
+         (then `kubectl runner migrate` moves them to {})",
+        storage.join(", "),
+        storage.join(", "),
+        storage.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn live(stored: &[&str], strategy: &str) -> CustomResourceDefinition {
+        let mut crd = manifests::runner_crd();
+        crd.spec.conversion = Some(Default::default());
+        crd.spec.conversion.as_mut().unwrap().strategy = strategy.into();
+        crd.status = Some(Default::default());
+        crd.status.as_mut().unwrap().stored_versions = Some(stored.iter().map(|s| s.to_string()).collect());
+        crd
+    }
+
+    #[test]
+    fn without_the_manager_install_goes_ahead_only_where_nothing_needs_converting() {
+        let storage = crate::api::VERSION;
+        assert_eq!(without_webhook(None), Ok(()), "no CRD yet");
+        assert_eq!(without_webhook(Some(&live(&[storage], "None"))), Ok(()));
+        let e = without_webhook(Some(&live(&["v0old", storage], "None"))).unwrap_err();
+        assert!(e.starts_with("Runners are stored as v0old,"), "{e}");
+        assert!(e.contains("install --with-manager"), "{e}");
+        let e = without_webhook(Some(&live(&[storage], "Webhook"))).unwrap_err();
+        assert!(e.contains("through the manager's webhook") && e.contains("install --with-manager"), "{e}");
+    }
+
+    #[test]
+    fn without_the_manager_the_crd_serves_the_storage_version_only_with_no_conversion() {
+        let a = InstallArgs {
+            namespace_scoped: vec![],
+            with_manager: false,
+            image: None,
+            dry_run: DryRun::None,
+            wait: false,
+            timeout: Duration::from_secs(1),
+        };
+        let crd = &plan_install(&a)[0].object.data;
+        assert!(crd["spec"].get("conversion").is_none(), "{crd}");
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        assert!(versions.iter().all(|v| v["served"] == v["storage"]), "{versions:?}");
+        let with = plan_install(&InstallArgs { with_manager: true, image: Some("img".into()), ..a });
+        let crd = &with[0].object.data;
+        assert_eq!(crd["spec"]["conversion"]["strategy"], "Webhook");
+        assert_eq!(crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["name"], "runner-webhook");
+        assert!(crd["spec"]["conversion"]["webhook"]["clientConfig"].get("caBundle").is_none());
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        assert_eq!(versions.len(), crate::api::VERSIONS.len());
+        assert!(versions.iter().all(|v| v["served"] == true), "{versions:?}");
+        let kinds: Vec<String> = with.iter().map(Manifest::describe).collect();
+        for k in ["Secret runner-system/runner-webhook-tls", "Service runner-system/runner-webhook"] {
+            assert!(kinds.contains(&k.to_string()), "{k} in {kinds:?}");
+        }
+    }
 
     #[test]
     fn namespace_scoped_install_plans_roles_and_no_cluster_role() {
@@ -155,12 +247,13 @@ mod tests {
         };
         let plan: Vec<String> = plan_install(&a).iter().map(Manifest::describe).collect();
         assert!(plan.contains(&"Role a/runner-manager".to_string()), "{plan:?}");
-        // The only ClusterRoles are the tenant roles, which go with the
-        // (cluster-wide) CRD; the manager's grants stay in its namespaces.
-        let cluster_roles: Vec<&String> = plan.iter().filter(|p| p.starts_with("ClusterRole")).collect();
-        let tenant: Vec<String> =
-            manifests::tenant_role_names().iter().map(|n| format!("ClusterRole/{n}")).collect();
-        assert_eq!(cluster_roles, tenant.iter().collect::<Vec<_>>(), "{plan:?}");
+        // The only ClusterRoles are the tenant roles and the webhook's, which
+        // go with the (cluster-wide) CRD; the manager's grants stay in its
+        // namespaces.
+        let cluster_roles: Vec<&String> = plan.iter().filter(|p| p.starts_with("ClusterRole/")).collect();
+        let mut expected: Vec<String> = vec![format!("ClusterRole/{}", manifests::WEBHOOK_ROLE)];
+        expected.extend(manifests::tenant_role_names().iter().map(|n| format!("ClusterRole/{n}")));
+        assert_eq!(cluster_roles, expected.iter().collect::<Vec<_>>(), "{plan:?}");
         assert!(!plan.iter().any(|p| p.starts_with("Deployment")), "{plan:?}");
     }
 }

@@ -8,8 +8,10 @@ use std::net::SocketAddr;
 use super::Globals;
 use super::diagnose::parse_service_account;
 use super::error::{Error, Result};
+use crate::manager::webhook::WebhookConfig;
 use crate::manager::{self, Config};
 use crate::service_account::{MANAGER_SERVICE_ACCOUNT, ServiceAccountRef};
+use crate::webhook::Target;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -31,6 +33,10 @@ Examples:
 
   # As another ServiceAccount; its Lease lives in its namespace, as in a Pod
   kubectl runner run-manager -n team-a --as-service-account team-a/runner --leader-elect
+
+  # Serve the CRD's conversion webhook on the loopback, next to a local
+  # apiserver, and point the CRD at it (in the cluster: the Service)
+  kubectl runner run-manager --webhook-listen 127.0.0.1:9443 --webhook-url https://127.0.0.1:9443/convert
 
   # The same identity without the check first (kubectl's flag)
   kubectl runner run-manager -n team-a --as system:serviceaccount:team-a:runner";
@@ -78,6 +84,17 @@ pub struct RunManagerArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Serve the CRD's conversion webhook (HTTPS /convert) on this address,
+    /// with a certificate kept in the Secret runner-webhook-tls of the
+    /// manager's namespace (the Lease namespace); the in-cluster manager
+    /// listens on 0.0.0.0:9443 behind the Service runner-webhook.
+    #[arg(long, value_name = "ADDR")]
+    pub webhook_listen: Option<SocketAddr>,
+    /// Point the CRD's conversion at this https:// URL instead of the
+    /// Service (a manager running outside the cluster); the certificate
+    /// names its host.
+    #[arg(long, value_name = "URL", requires = "webhook_listen", value_parser = parse_webhook_url)]
+    pub webhook_url: Option<String>,
     /// Skip the startup check of the CRD and permissions.
     #[arg(long)]
     pub skip_preflight: bool,
@@ -119,6 +136,14 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     if let Some(ns) = a.lease_namespace {
         cfg.lease_namespace = ns;
     }
+    cfg.webhook = a.webhook_listen.map(|listen| {
+        let namespace = cfg.lease_namespace.clone();
+        let target = match a.webhook_url {
+            Some(url) => Target::Url(url),
+            None => Target::Service { namespace: namespace.clone() },
+        };
+        WebhookConfig { listen, target, namespace }
+    });
     manager::run(ctx.client, cfg, shutdown_signal()).await?;
     Ok(super::exit::OK)
 }
@@ -146,6 +171,16 @@ fn watched(namespace: Option<&str>, watch: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(unique)
+}
+
+/// `--webhook-url`: https, with a host the certificate can name.
+fn parse_webhook_url(url: &str) -> std::result::Result<String, String> {
+    match Target::Url(url.into()).extra_name() {
+        Some(_) => Ok(url.to_string()),
+        None => {
+            Err(format!("{url:?} is not an https:// URL with a host (e.g. https://127.0.0.1:9443/convert)"))
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -204,6 +239,21 @@ mod tests {
         assert!(both.contains("--watch-namespace") && both.contains("-n"), "{both}");
         let bad = super::watched(None, &["Team_A".into()]).unwrap_err().to_string();
         assert!(bad.contains("namespace \"Team_A\" (-n/--watch-namespace)"), "{bad}");
+    }
+
+    #[test]
+    fn webhook_url_needs_https_a_host_and_webhook_listen() {
+        let a =
+            parse(&["--webhook-listen", "127.0.0.1:9443", "--webhook-url", "https://127.0.0.1:9443/convert"]);
+        assert_eq!(a.webhook_url.as_deref(), Some("https://127.0.0.1:9443/convert"));
+        let run = |args: &[&str]| {
+            let argv = ["kubectl-runner", "run-manager"].iter().chain(args);
+            Cli::try_parse_from(argv).map(|_| ()).unwrap_err().to_string()
+        };
+        let e = run(&["--webhook-listen", "127.0.0.1:9443", "--webhook-url", "http://127.0.0.1/convert"]);
+        assert!(e.contains("--webhook-url") && e.contains("https://"), "{e}");
+        let e = run(&["--webhook-url", "https://127.0.0.1:9443/convert"]);
+        assert!(e.contains("--webhook-listen"), "{e}");
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct Config {
     pub metrics_auth: bool,
     /// Reconcile passes in flight at once.
     pub concurrency: u16,
+    /// Serve the CRD's conversion webhook (every replica, leader or not).
+    pub webhook: Option<super::webhook::WebhookConfig>,
 }
 
 impl Config {
@@ -63,6 +65,7 @@ impl Config {
             preflight: true,
             metrics_auth: false,
             concurrency: DEFAULT_CONCURRENCY,
+            webhook: None,
         }
     }
 
@@ -107,6 +110,11 @@ pub async fn run(
     if cfg.preflight && !preflight_unless_stopped(&client, &cfg, shutdown.clone()).await? {
         return Ok(());
     }
+    // Before /readyz answers: a replica is an endpoint of the webhook's
+    // Service only once it serves a certificate.
+    if let Some(webhook) = &cfg.webhook {
+        super::webhook::start(&client, webhook, shutdown.clone()).await?;
+    }
     let metrics = Metrics::default();
     let readiness = Readiness::default();
     serve_http(&client, &cfg, &metrics, &readiness).await?;
@@ -150,7 +158,7 @@ async fn preflight_unless_stopped(
 ) -> Result<bool> {
     let lease_ns = cfg.leader_elect.then_some(cfg.lease_namespace.as_str());
     tokio::select! {
-        checked = preflight::check(client, &cfg.namespaces, lease_ns, cfg.metrics_auth) => checked.map(|()| true),
+        checked = preflight::check(client, &cfg.namespaces, lease_ns, cfg.metrics_auth, cfg.webhook.as_ref().map(|w| w.namespace.as_str())) => checked.map(|()| true),
         _ = shutdown.wait_for(|v| *v) => Ok(false),
     }
 }

@@ -40,6 +40,10 @@ pub enum Error {
     /// with backoff, since an RBAC or admission change may let it through.
     #[error("the apiserver refuses a child of Runner {runner}: {message}")]
     ChildRejected { runner: String, message: String },
+
+    /// The conversion webhook could not make, load or keep its certificate.
+    #[error("conversion webhook: {0}")]
+    Webhook(String),
 }
 
 impl Error {
@@ -64,6 +68,7 @@ impl Error {
             Error::LeaseLost => "lease_lost".into(),
             Error::Encode { .. } => "encode".into(),
             Error::ChildRejected { .. } => "child_rejected".into(),
+            Error::Webhook(_) => "webhook".into(),
         }
     }
 

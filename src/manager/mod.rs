@@ -36,6 +36,7 @@ pub mod server;
 pub mod status;
 pub mod status_write;
 pub mod watches;
+pub mod webhook;
 
 pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};
 pub use error::{Error, Result};

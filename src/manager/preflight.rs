@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams, PostParams};
 use super::error::{Error, Result};
 use crate::api::Runner;
 use crate::error::FromApi;
-use crate::rbac::{PERMISSIONS, Permission, Scope};
+use crate::rbac::{METRICS_AUTH, PERMISSIONS, Permission, Scope, WEBHOOK};
 
 /// One permission this identity lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,7 @@ pub async fn check(
     watched: &[String],
     lease_ns: Option<&str>,
     metrics_auth: bool,
+    webhook_ns: Option<&str>,
 ) -> Result<()> {
     let scopes: Vec<Option<&str>> =
         if watched.is_empty() { vec![None] } else { watched.iter().map(|n| Some(n.as_str())).collect() };
@@ -58,8 +59,9 @@ pub async fn check(
     let mut missing = Vec::new();
     for (i, ns) in scopes.iter().enumerate() {
         // The manager's own namespace and the cluster once, with the first.
-        let (lease_ns, metrics_auth) = if i == 0 { (lease_ns, metrics_auth) } else { (None, false) };
-        missing.extend(missing_permissions(client, *ns, lease_ns, metrics_auth).await?);
+        let (lease_ns, metrics_auth, webhook_ns) =
+            if i == 0 { (lease_ns, metrics_auth, webhook_ns) } else { (None, false, None) };
+        missing.extend(missing_permissions(client, *ns, lease_ns, metrics_auth, webhook_ns).await?);
     }
     if missing.is_empty() {
         return Ok(());
@@ -93,23 +95,31 @@ fn lacking(missing: &[Missing], who: Option<&str>) -> String {
 }
 
 /// SelfSubjectAccessReviews for every (verb, resource) the manager uses:
-/// the Lease ones with `lease_ns`, the `/metrics` reviews with `metrics_auth`.
+/// the Lease ones with `lease_ns`, the `/metrics` reviews with
+/// `metrics_auth`, the conversion webhook's with `webhook_ns` (its Secret's
+/// namespace).
 pub async fn missing_permissions(
     client: &kube::Client,
     watch_ns: Option<&str>,
     lease_ns: Option<&str>,
     metrics_auth: bool,
+    webhook_ns: Option<&str>,
 ) -> Result<Vec<Missing>> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
     for p in PERMISSIONS.iter() {
+        let (webhook, metrics) = (WEBHOOK.contains(p), METRICS_AUTH.contains(p));
         let namespace = match p.scope {
             Scope::Watched => watch_ns,
+            Scope::ManagerNamespace if webhook => match webhook_ns {
+                Some(ns) => Some(ns),
+                None => continue,
+            },
             Scope::ManagerNamespace => match lease_ns {
                 Some(ns) => Some(ns),
                 None => continue,
             },
-            Scope::Cluster if metrics_auth => None,
+            Scope::Cluster if (webhook && webhook_ns.is_some()) || (metrics && metrics_auth) => None,
             Scope::Cluster => continue,
         };
         let (resource, subresource) = p.split_resource();

@@ -209,7 +209,9 @@ mod tests {
     #[test]
     fn a_denial_of_the_one_named_configmap_grants_only_that_name() {
         let mut s = fixtures::healthy();
-        for a in s.access.iter_mut().filter(|a| a.permission.resource_name.is_some() && a.verb == "patch") {
+        let named_configmap =
+            |a: &AccessCheck| a.permission.resource_name.is_some() && a.permission.resource == "configmaps";
+        for a in s.access.iter_mut().filter(|a| named_configmap(a) && a.verb == "patch") {
             a.allowed = false;
         }
         let f = check(&s);

@@ -1,0 +1,78 @@
+//! The CRD's side: its conversion caBundle made equal to the Secret's
+//! `ca.crt`, by server-side apply under the webhook's own field manager,
+//! which owns only that field (with a URL target, the whole conversion
+//! stanza, since nothing else routes to a process on the loopback).
+//! The apply carries the resourceVersion just read, so a replica writing
+//! from a stale read gets a conflict and reads again. A CRD that does not
+//! convert through a webhook (installed without the manager) is left alone.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use tracing::info;
+
+use crate::api::CRD_NAME;
+use crate::error::FromApi;
+use crate::manager::error::{Error, Result};
+use crate::webhook::{FIELD_MANAGER, Target};
+
+/// Attempts when other writers keep changing the CRD.
+const ATTEMPTS: usize = 5;
+
+/// Pure: the apply body that makes the CRD trust `ca_bundle` (PEM) on
+/// `target`; None when `crd` already does, or (with the Service as target)
+/// when it does not convert through a webhook at all.
+pub fn apply_body(
+    crd: &CustomResourceDefinition,
+    target: &Target,
+    ca_bundle: &str,
+) -> Option<serde_json::Value> {
+    let conversion = crd.spec.conversion.as_ref();
+    let client_config = conversion.and_then(|c| c.webhook.as_ref()).and_then(|w| w.client_config.as_ref());
+    let current = client_config.and_then(|c| c.ca_bundle.as_ref()).map(|b| b.0.as_slice());
+    let rv = crd.metadata.resource_version.clone();
+    let meta = json!({ "name": CRD_NAME, "resourceVersion": rv });
+    let crd_kind = |spec| json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": meta, "spec": spec });
+    match target {
+        Target::Service { .. } => {
+            let webhook = conversion.is_some_and(|c| c.strategy == "Webhook");
+            if !webhook || current == Some(ca_bundle.as_bytes()) {
+                return None;
+            }
+            let bundle = k8s_openapi::ByteString(ca_bundle.as_bytes().to_vec());
+            Some(crd_kind(json!({ "conversion": { "webhook": { "clientConfig": { "caBundle": bundle } } } })))
+        }
+        Target::Url(url) => {
+            let same_url = client_config.and_then(|c| c.url.as_deref()) == Some(url.as_str());
+            let webhook = conversion.is_some_and(|c| c.strategy == "Webhook");
+            if webhook && same_url && current == Some(ca_bundle.as_bytes()) {
+                return None;
+            }
+            Some(crd_kind(json!({ "conversion": crate::manifests::conversion(target, Some(ca_bundle)) })))
+        }
+    }
+}
+
+/// Reads the CRD and applies [`apply_body`] until it holds. Ok(false) when
+/// the CRD does not convert through a webhook (nothing to do for the
+/// Service target; the caller says so once).
+pub async fn ensure_ca_bundle(client: &kube::Client, target: &Target, ca_bundle: &str) -> Result<bool> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let err = |op, e| Error::api(op, "CustomResourceDefinition", "", CRD_NAME, e);
+    for _ in 0..ATTEMPTS {
+        let crd = crds.get(CRD_NAME).await.map_err(|e| err("get", e))?;
+        let Some(body) = apply_body(&crd, target, ca_bundle) else {
+            return Ok(crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook"));
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match crds.patch(CRD_NAME, &params, &Patch::Apply(&body)).await {
+            Ok(_) => {
+                info!("the Runner CRD's conversion caBundle now matches the webhook's CA");
+                return Ok(true);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(err("apply caBundle to", e)),
+        }
+    }
+    Err(Error::Webhook(format!("the CRD {CRD_NAME} kept changing under {ATTEMPTS} writes of its caBundle")))
+}

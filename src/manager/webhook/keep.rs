@@ -1,0 +1,156 @@
+//! Keeps the webhook's Secret: every replica reads it, carries out
+//! [`certs::plan`], writes the result guarded by the resourceVersion it
+//! read (of replicas starting at once, one write wins; the others get a
+//! conflict, read the winner's certificates and keep them), serves what
+//! the Secret holds, and makes the CRD's caBundle match ([`super::crd`]).
+//! It looks again when the Secret changes (another replica renewed), at the
+//! plan's next check, and every [`RECHECK`] to repair a caBundle someone
+//! changed. Only its own Secret is read: get and watch by name, no list.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::crd;
+use super::serve::CertSlot;
+use crate::error::FromApi;
+use crate::manager::error::{Error, Result};
+use crate::webhook::certs::{self, LIFETIMES, Material};
+use crate::webhook::{SECRET, Target, secret};
+
+/// Looked at again at least this often, changed or not.
+const RECHECK: Duration = Duration::from_secs(60);
+/// Attempts of one round when other replicas keep winning the write.
+const ATTEMPTS: usize = 5;
+
+/// What one replica needs to keep the Secret and the caBundle.
+pub struct Keeper {
+    pub secrets: Api<Secret>,
+    pub client: kube::Client,
+    pub namespace: String,
+    /// What the serving certificate must name.
+    pub names: Vec<String>,
+    pub target: Target,
+    pub slot: Arc<CertSlot>,
+}
+
+/// The outcome of a round: the Secret's resourceVersion and when to look again.
+pub struct Kept {
+    pub resource_version: String,
+    pub next_check: chrono::DateTime<Utc>,
+    /// False when the CRD does not convert through a webhook at all.
+    pub converts: bool,
+}
+
+impl Keeper {
+    /// Reads, renews if the plan says so, serves, and fixes the caBundle.
+    pub async fn round(&self) -> Result<Kept> {
+        for _ in 0..ATTEMPTS {
+            let current = self.read().await?;
+            let now = Utc::now();
+            let material = secret::material(current.data.as_ref());
+            let plan = certs::plan(now, &material, &self.names, &LIFETIMES);
+            let (kept, material) = if plan.keeps() {
+                (current, material)
+            } else {
+                let next = certs::carry_out(&plan, now, &material, &self.names, &LIFETIMES)
+                    .map_err(|e| Error::Webhook(format!("cannot make certificates: {e}")))?;
+                match self.write(current, &next).await? {
+                    Some(written) => {
+                        info!(ca = ?plan.ca, serving = ?plan.serving, expired_cas = plan.expired_cas, "renewed the webhook's certificates");
+                        (written, next)
+                    }
+                    None => continue, // another replica wrote first: read theirs
+                }
+            };
+            self.slot.load(&material.tls_crt, &material.tls_key).map_err(Error::Webhook)?;
+            let converts = crd::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
+            let resource_version = kept.metadata.resource_version.unwrap_or_default();
+            return Ok(Kept { resource_version, next_check: plan.next_check, converts });
+        }
+        Err(Error::Webhook(format!(
+            "Secret {}/{SECRET} kept changing under {ATTEMPTS} writes",
+            self.namespace
+        )))
+    }
+
+    /// The Secret; created empty when nothing did (install does, so the
+    /// installed manager needs no `create`; a local one may).
+    async fn read(&self) -> Result<Secret> {
+        if let Some(s) = self.secrets.get_opt(SECRET).await.map_err(|e| self.err("get", e))? {
+            return Ok(s);
+        }
+        let empty = Secret {
+            metadata: ObjectMeta { name: Some(SECRET.into()), ..Default::default() },
+            ..Default::default()
+        };
+        match self.secrets.create(&PostParams::default(), &empty).await {
+            Ok(s) => Ok(s),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                self.secrets.get(SECRET).await.map_err(|e| self.err("get", e))
+            }
+            Err(e) => Err(self.err("create", e)),
+        }
+    }
+
+    /// An update guarded by `current`'s resourceVersion; None on a conflict.
+    async fn write(&self, mut current: Secret, m: &Material) -> Result<Option<Secret>> {
+        current.data = Some(secret::data(m));
+        current.string_data = None;
+        match self.secrets.replace(SECRET, &PostParams::default(), &current).await {
+            Ok(s) => Ok(Some(s)),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(e) => Err(self.err("update", e)),
+        }
+    }
+
+    fn err(&self, op: &'static str, e: kube::Error) -> Error {
+        Error::api(op, "Secret", &self.namespace, SECRET, e)
+    }
+
+    /// Rounds until `shutdown`: after a change of the Secret, at the next
+    /// check, or after [`RECHECK`]; a failed round is retried after a pause.
+    pub async fn run(self, mut last: Kept, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let until = (last.next_check - Utc::now()).to_std().unwrap_or_default().min(RECHECK);
+            tokio::select! {
+                _ = self.changed(&last.resource_version) => {}
+                _ = tokio::time::sleep(until) => {}
+                _ = super::serve::stopped(&mut shutdown) => return,
+            }
+            match self.round().await {
+                Ok(kept) => last = kept,
+                Err(e) => {
+                    warn!(error = %e, "keeping the conversion webhook's certificates");
+                    last.next_check = Utc::now() + chrono::TimeDelta::seconds(5);
+                }
+            }
+        }
+    }
+
+    /// Resolves when the Secret changes after `resource_version`, or the
+    /// watch ends (the caller then reads it anew).
+    async fn changed(&self, resource_version: &str) {
+        let params = WatchParams::default().fields(&format!("metadata.name={SECRET}")).timeout(290);
+        let stream = match self.secrets.watch(&params, resource_version).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "watching the webhook's Secret");
+                return std::future::pending().await; // the recheck reads it
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Bookmark(_)) => continue,
+                Ok(_) | Err(_) => return,
+            }
+        }
+    }
+}

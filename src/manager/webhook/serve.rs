@@ -1,0 +1,144 @@
+//! HTTPS `/convert` on every replica: the apiserver posts a ConversionReview
+//! and gets the converted objects back ([`crate::api::conversion::review`]).
+//! The certificate sits in a [`CertSlot`] the keeper (the `keep` module)
+//! refills whenever the Secret changes, so a renewal by another replica
+//! is served without a restart; connections already open keep theirs.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use kube::core::conversion::ConversionReview;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::manager::error::{Error, Result};
+use crate::webhook::PATH;
+
+/// The certificate being served; empty until the keeper's first load.
+#[derive(Debug, Default)]
+pub struct CertSlot(RwLock<Option<Arc<CertifiedKey>>>);
+
+impl CertSlot {
+    /// Serves `tls_crt` (PEM chain) with `tls_key` (PEM) from the next
+    /// handshake on. Err (and the old one kept) when they do not load.
+    pub fn load(&self, tls_crt: &str, tls_key: &str) -> std::result::Result<(), String> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(tls_crt.as_bytes())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| format!("tls.crt: {e}"))?;
+        let key = PrivateKeyDer::from_pem_slice(tls_key.as_bytes()).map_err(|e| format!("tls.key: {e}"))?;
+        let signer =
+            rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| format!("tls.key: {e}"))?;
+        let certified = CertifiedKey::new(chain, signer);
+        certified.keys_match().map_err(|e| format!("tls.crt and tls.key: {e}"))?;
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(certified));
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for CertSlot {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// A handshake that takes longer is dropped (a stuck client holds a task).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A ConversionReview holds every object of a list at once: 1,000 Runners
+/// are about 2 MB; axum's default limit (2 MB) would refuse such a list.
+const BODY_LIMIT: usize = 32 << 20;
+
+/// `POST /convert`. `started` dates the first conversion in the log: the
+/// figure that says how long a new manager leaves reads of old objects
+/// failing.
+pub fn routes(started: Instant) -> Router {
+    let first = Arc::new(std::sync::Once::new());
+    let convert = move |body: axum::body::Bytes| {
+        let first = first.clone();
+        async move {
+            let review: ConversionReview = match serde_json::from_slice(&body) {
+                Ok(r) => r,
+                Err(e) => {
+                    return (StatusCode::BAD_REQUEST, format!("not a ConversionReview: {e}\n"))
+                        .into_response();
+                }
+            };
+            let Ok(out) = serde_json::to_vec(&super::review(review)) else {
+                return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the ConversionReview\n")
+                    .into_response();
+            };
+            first.call_once(|| {
+                info!(after_ms = started.elapsed().as_millis() as u64, "served the first conversion")
+            });
+            ([(header::CONTENT_TYPE, "application/json")], out).into_response()
+        }
+    };
+    Router::new().route(PATH, post(convert)).layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+/// Binds `addr` (so a port in use fails startup) and serves `routes` over
+/// TLS with the certificate in `slot`, until `shutdown` turns true.
+pub async fn serve(
+    addr: SocketAddr,
+    slot: Arc<CertSlot>,
+    routes: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<SocketAddr> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Webhook(format!("TLS setup: {e}")))?
+        .with_no_client_auth()
+        .with_cert_resolver(slot);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Listen { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| Error::Listen { addr, source })?;
+    tokio::spawn(async move {
+        loop {
+            let tcp = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        warn!(error = %e, "webhook accept");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                _ = stopped(&mut shutdown) => return,
+            };
+            let (acceptor, routes) = (acceptor.clone(), routes.clone());
+            tokio::spawn(async move {
+                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => return debug!(error = %e, "webhook TLS handshake failed"),
+                    Err(_) => return debug!("webhook TLS handshake timed out"),
+                };
+                let service = TowerToHyperService::new(routes);
+                let conn =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
+                if let Err(e) = conn.await {
+                    debug!(error = %e, "webhook connection");
+                }
+            });
+        }
+    });
+    Ok(bound)
+}
+
+/// Resolves once `shutdown` is true (or its sender is gone).
+pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|v| *v).await;
+}

@@ -1,0 +1,92 @@
+//! The conversion webhook: the names every side shares (the manager that
+//! serves it, the manifests that route to it, the RBAC that lets the manager
+//! keep its Secret and caBundle, and diagnose, which checks them), and the
+//! pure certificate logic ([`certs`]) with the Secret's layout ([`secret`]).
+//!
+//! ```text
+//!  apiserver ──HTTPS──► Service runner-webhook:443 ──► every manager Pod :9443 /convert
+//!      ▲ trusts the CRD's caBundle                         │ serves tls.crt/tls.key
+//!      └───────── ca.crt ◄── Secret runner-webhook-tls ◄───┘ kept by every replica
+//! ```
+//!
+//! Everything lives in the manager's namespace (runner-system when
+//! installed; the manifests' `MANAGER_NAMESPACE`). This module imports
+//! neither the manifests nor the manager: both import it.
+
+pub mod certs;
+pub mod secret;
+
+/// The Service in front of every manager replica's webhook port.
+pub const SERVICE: &str = "runner-webhook";
+/// The Secret holding the CA bundle and the serving certificate. `install`
+/// creates it empty, so the manager needs no `create` on Secrets.
+pub const SECRET: &str = "runner-webhook-tls";
+/// The manager's container port for `/convert`, named [`PORT_NAME`].
+pub const CONTAINER_PORT: i32 = 9443;
+/// The container port's name, which the Service targets.
+pub const PORT_NAME: &str = "webhook";
+/// The Service's port; the CRD's service reference names it.
+pub const SERVICE_PORT: i32 = 443;
+/// Where the apiserver posts ConversionReviews.
+pub const PATH: &str = "/convert";
+/// The ConversionReview versions the manager answers (the CRD lists them).
+pub const REVIEW_VERSIONS: &[&str] = &["v1"];
+/// Field manager of the manager's writes to the CRD's conversion (the
+/// caBundle; with a URL target, the whole stanza): not install's, so a
+/// re-install never takes the caBundle back.
+pub const FIELD_MANAGER: &str = "kubectl-runner-webhook";
+
+/// The DNS names the apiserver may dial the Service by, in `namespace`:
+/// what the serving certificate must hold.
+pub fn service_dns_names(namespace: &str) -> Vec<String> {
+    vec![format!("{SERVICE}.{namespace}.svc"), format!("{SERVICE}.{namespace}.svc.cluster.local")]
+}
+
+/// Where the CRD sends ConversionReviews: the Service (in the cluster), or a
+/// URL (a manager running as a process, e.g. on the loopback next to a
+/// local apiserver, where no Service IP is reachable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `SERVICE` in this namespace, port `SERVICE_PORT`, path `PATH`.
+    Service { namespace: String },
+    /// An `https://` URL, path included.
+    Url(String),
+}
+
+impl Target {
+    /// The host the certificate must name besides the Service's DNS names:
+    /// a URL's host (an IP or a DNS name); none for the Service.
+    pub fn extra_name(&self) -> Option<String> {
+        let Target::Url(url) = self else { return None };
+        let rest = url.strip_prefix("https://")?;
+        let authority = rest.split(['/', '?', '#']).next()?;
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next()?,
+            None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+        };
+        (!host.is_empty()).then(|| host.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_names_are_the_ones_the_apiserver_dials() {
+        assert_eq!(
+            service_dns_names(crate::manifests::MANAGER_NAMESPACE),
+            ["runner-webhook.runner-system.svc", "runner-webhook.runner-system.svc.cluster.local"]
+        );
+    }
+
+    #[test]
+    fn a_url_target_names_its_host_and_the_service_none() {
+        let url = |u: &str| Target::Url(u.into()).extra_name();
+        assert_eq!(url("https://127.0.0.1:9443/convert").as_deref(), Some("127.0.0.1"));
+        assert_eq!(url("https://[::1]:9443/convert").as_deref(), Some("::1"));
+        assert_eq!(url("https://webhook.example/convert").as_deref(), Some("webhook.example"));
+        assert_eq!(url("http://127.0.0.1/convert"), None);
+        assert_eq!(Target::Service { namespace: "runner-system".into() }.extra_name(), None);
+    }
+}
