@@ -121,6 +121,16 @@ proptest! {
     }
 }
 
+/// `every_field()` is where a new field goes first: one v1alpha1 cannot
+/// hold fails here until the conversion carries it.
+#[test]
+fn every_field_survives_a_round_trip_through_v1alpha1() {
+    let r = serde_json::to_value(Runner::new("web", RunnerSpec::every_field())).unwrap();
+    let old = convert(&r, ALPHA).unwrap();
+    serde_json::from_value::<v1alpha1::Runner>(old.clone()).expect("v1alpha1 holds every field it is given");
+    assert_eq!(convert(&old, BETA).unwrap(), r);
+}
+
 #[test]
 fn the_hosts_v1alpha1_cannot_hold_ride_in_the_annotation() {
     let spec = RunnerSpec::new("nginx").host("a.com").host("b.com").host("c.com");
