@@ -213,11 +213,11 @@ pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
 pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     let req = a.request(&ctx.namespace, ctx.all_namespaces)?;
     let (snapshot, mut report) = diagnose::diagnose(&ctx.client, &req).await;
-    if let Some(name) = &req.name {
-        let looked = snapshot.crd.is_some() && snapshot.gaps.is_empty() && snapshot.cluster.is_ok();
-        if looked && snapshot.runners.is_empty() {
-            return Err(Error::RunnerNotFound { namespace: ctx.namespace.clone(), name: name.clone() });
-        }
+    if let Some(name) = &req.name
+        && snapshot.complete()
+        && snapshot.runners.is_empty()
+    {
+        return Err(Error::RunnerNotFound { namespace: ctx.namespace.clone(), name: name.clone() });
     }
     let mut refused = false;
     if a.fix {

@@ -21,6 +21,7 @@ pub mod gather;
 pub mod report;
 pub mod snapshot;
 pub mod view;
+pub mod webhook_names;
 pub mod writes;
 
 pub use finding::{Code, Finding, ObjectRef, Severity};

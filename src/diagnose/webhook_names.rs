@@ -1,0 +1,18 @@
+//! The conversion webhook's names as the install creates them, for the
+//! conversion checks. Stands in for `crate::webhook`'s constants until that
+//! module lands; the merge replaces these with re-exports of its names.
+
+/// The namespace of the webhook's Service and Secret (the manager's).
+pub use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
+
+/// The Service in front of every manager replica's `/convert`.
+pub const SERVICE: &str = "runner-webhook";
+
+/// The Secret holding the CA and the serving certificate.
+pub const SECRET: &str = "runner-webhook-tls";
+
+/// The serving certificate (PEM) in [`SECRET`].
+pub const TLS_CERT_KEY: &str = "tls.crt";
+
+/// The CA bundle (PEM) in [`SECRET`], injected as the CRD's caBundle.
+pub const CA_CERT_KEY: &str = "ca.crt";
