@@ -26,11 +26,14 @@ const FAILED_CONVERSION: &str = "conversion webhook for";
 /// The label EndpointSlices carry with their Service's name.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// True when the apiserver answered a Runner read with a failed conversion
-/// (HTTP 500): a list fails as a whole when one stored Runner cannot be
-/// converted.
+/// True when the apiserver answered a Runner read with a failed conversion:
+/// a list fails as a whole when one stored Runner cannot be converted. A
+/// GET, and a paged list (read from etcd), answer 500 (`InternalError`,
+/// `StorageReadError`); a list the watch cache should serve answers 429
+/// "storage is (re)initializing" with the same words, as the cache cannot
+/// start either.
 pub fn is_conversion_failure(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 500 && s.message.contains(FAILED_CONVERSION))
+    matches!(e, kube::Error::Api(s) if matches!(s.code, 500 | 429) && s.message.contains(FAILED_CONVERSION))
 }
 
 /// Reads the webhook's Service, EndpointSlices and Secret when the CRD
@@ -114,7 +117,9 @@ mod tests {
         let msg = "conversion webhook for lab.cloudlab.training/v1alpha1, Kind=Runner failed: \
                    Post \"https://127.0.0.1:1/convert?timeout=30s\": dial tcp 127.0.0.1:1: connect: connection refused";
         assert!(is_conversion_failure(&api_error(500, msg)));
+        assert!(is_conversion_failure(&api_error(429, &format!("storage is (re)initializing: {msg}"))));
         assert!(!is_conversion_failure(&api_error(500, "etcdserver: request timed out")));
+        assert!(!is_conversion_failure(&api_error(429, "storage is (re)initializing")));
         assert!(!is_conversion_failure(&api_error(403, msg)));
     }
 
