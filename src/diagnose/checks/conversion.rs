@@ -11,7 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::jiff::Timestamp;
 
 use super::super::finding::{Code, Finding, ObjectRef};
-use super::super::snapshot::{Readable, Snapshot};
+use super::super::snapshot::{ConversionState, Readable, Snapshot};
 use super::super::view::conversion::{self as view, Target};
 use super::certs::{self, Cert};
 use super::{age, human};
@@ -46,17 +46,29 @@ fn secret_ref() -> ObjectRef {
 /// Runner reads the apiserver refused for want of conversion: what it
 /// said, where the CRD sends conversion, whether that Service has ready
 /// endpoints, and how to bring the webhook back.
+///
+/// With no read failed yet, a Service target without a ready endpoint is a
+/// warning: nothing stored needed converting so far, but the first read or
+/// write at the other version will fail.
 fn unreachable(s: &Snapshot) -> Option<Finding> {
     let c = &s.conversion;
-    if c.failed_reads.is_empty() {
-        return None;
-    }
     let target = s.crd.as_ref().and_then(view::target);
-    let mut f = Finding::error(
-        Code::ConversionWebhookUnreachable,
-        crd_ref(),
-        "the apiserver cannot convert stored Runners: its conversion webhook fails, so reading Runners fails",
-    );
+    let mut f = if !c.failed_reads.is_empty() {
+        Finding::error(
+            Code::ConversionWebhookUnreachable,
+            crd_ref(),
+            "the apiserver cannot convert stored Runners: its conversion webhook fails, so reading Runners fails",
+        )
+    } else if matches!(target, Some(Target::Service { .. })) && !serves(c) {
+        Finding::warning(
+            Code::ConversionWebhookUnreachable,
+            crd_ref(),
+            "the conversion webhook's Service has no ready endpoint: the first read or write of a Runner at a \
+             version other than the stored one will fail",
+        )
+    } else {
+        return None;
+    };
     for read in &c.failed_reads {
         f = f.evidence(format!("{}: {}", read.what, read.error));
     }
@@ -80,6 +92,16 @@ fn unreachable(s: &Snapshot) -> Option<Finding> {
         _ => format!("the endpoints of Service {ns}/{name} could not be read"),
     });
     Some(f.fix(fix_unreachable(target.as_ref())))
+}
+
+/// False when the webhook's Service is known to be missing or to have no
+/// ready endpoint; true when it has one or that could not be seen.
+fn serves(c: &ConversionState) -> bool {
+    match (&c.service, &c.endpoints) {
+        (Readable::Read(None), _) => false,
+        (_, Readable::Read(slices)) => !ready_addresses(slices).is_empty(),
+        _ => true,
+    }
 }
 
 /// The one place that says how to bring the webhook back.

@@ -86,6 +86,29 @@ fn the_unreachable_webhook_says_what_the_service_has_and_a_url_gets_its_own_fix(
 }
 
 #[test]
+fn a_service_without_a_ready_endpoint_is_a_warning_before_any_read_fails() {
+    let mut s = with_webhook(CA, SERVING);
+    s.conversion.endpoints = Readable::Read(vec![fixtures::endpoint_slice(&[("10.0.0.7", Some(false))])]);
+    let f = check(&s);
+    assert_eq!(conversion_codes(&s), [Code::ConversionWebhookUnreachable], "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(
+        f[0].evidence[0],
+        "the CRD sends conversion to Service runner-system/runner-webhook (port 443, path /convert)"
+    );
+    s.conversion.service = Readable::Read(None);
+    assert_eq!(check(&s)[0].evidence[1], "Service runner-system/runner-webhook does not exist");
+    // Not said first: only a failed read hides the Runners.
+    s.access[0].allowed = false;
+    let all = super::run(&s);
+    assert_eq!((all[0].code, all[0].severity), (Code::PermissionDenied, Severity::Error), "{all:#?}");
+    // Endpoints that could not be read: nothing to say.
+    s.conversion.service = Readable::Unknown;
+    s.conversion.endpoints = Readable::Unknown;
+    assert_eq!(conversion_codes(&s), []);
+}
+
+#[test]
 fn a_crd_that_could_not_be_read_still_names_the_installed_service() {
     let mut s = with_webhook(CA, SERVING);
     list_failed(&mut s);

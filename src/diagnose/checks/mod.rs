@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
-use super::finding::{Finding, ObjectRef};
+use super::finding::{Finding, ObjectRef, Severity};
 use super::snapshot::{RunnerState, Snapshot};
 pub(crate) use super::view::{age, human};
 use crate::client::children::NotReadable;
@@ -67,7 +67,9 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
     }));
     // A conversion webhook that fails hides every Runner: said first, before
     // anything it may explain.
-    let leads = |f: &Finding| f.code != super::finding::Code::ConversionWebhookUnreachable;
+    let leads = |f: &Finding| {
+        !(f.code == super::finding::Code::ConversionWebhookUnreachable && f.severity == Severity::Error)
+    };
     out.sort_by(|a, b| {
         (leads(a), a.severity).cmp(&(leads(b), b.severity)).then_with(|| a.object.cmp(&b.object))
     });
