@@ -1,6 +1,7 @@
 //! The conversion webhook's names as the install creates them, for the
-//! conversion checks. Stands in for `crate::webhook`'s constants until that
-//! module lands; the merge replaces these with re-exports of its names.
+//! conversion checks. Stands in for the webhook module's constants until
+//! it lands, spelt as it spells them (`SERVICE`, `SECRET`, and `TLS_CRT`,
+//! `CA_CRT` of its Secret layout), so the merge only changes the imports.
 
 /// The namespace of the webhook's Service and Secret (the manager's).
 pub use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
@@ -12,7 +13,7 @@ pub const SERVICE: &str = "runner-webhook";
 pub const SECRET: &str = "runner-webhook-tls";
 
 /// The serving certificate (PEM) in [`SECRET`].
-pub const TLS_CERT_KEY: &str = "tls.crt";
+pub const TLS_CRT: &str = "tls.crt";
 
 /// The CA bundle (PEM) in [`SECRET`], injected as the CRD's caBundle.
-pub const CA_CERT_KEY: &str = "ca.crt";
+pub const CA_CRT: &str = "ca.crt";

@@ -16,13 +16,14 @@ use super::super::view::conversion::{self as view, Target};
 use super::certs::{self, Cert};
 use super::{age, human};
 use crate::api::CRD_NAME;
-use crate::diagnose::webhook_names::{CA_CERT_KEY, NAMESPACE, SECRET, TLS_CERT_KEY};
+use crate::diagnose::webhook_names::{CA_CRT, NAMESPACE, SECRET, TLS_CRT};
 use crate::manifests::MANAGER_NAME;
 
 /// A certificate closer than this to its end is reported. The manager
-/// renews its certificates well before this, so one this close means
-/// renewal stopped; two weeks leave time to find out why before the
-/// apiserver refuses the webhook and every list of Runners fails.
+/// renews a serving certificate with a third of its life left (30 of 90
+/// days) and its CA with a year left, so one this close means renewal
+/// stopped; two weeks still leave time to find out why before the
+/// apiserver refuses the webhook and every read of Runners fails.
 pub const NEAR_EXPIRY: Duration = Duration::from_secs(14 * 24 * 3600);
 
 pub fn check(s: &Snapshot) -> Vec<Finding> {
@@ -170,9 +171,9 @@ fn certificates(s: &Snapshot) -> Vec<Finding> {
     let mut seen: Vec<&Cert> = vec![];
     let bundle = bundle.map(certs::parse);
     let sources = [
-        (secret_ref(), format!("{TLS_CERT_KEY} of Secret {NAMESPACE}/{SECRET}"), serving.as_ref()),
+        (secret_ref(), format!("{TLS_CRT} of Secret {NAMESPACE}/{SECRET}"), serving.as_ref()),
         (crd_ref(), "the CRD's caBundle".to_string(), bundle.as_ref()),
-        (secret_ref(), format!("{CA_CERT_KEY} of Secret {NAMESPACE}/{SECRET}"), ca.as_ref()),
+        (secret_ref(), format!("{CA_CRT} of Secret {NAMESPACE}/{SECRET}"), ca.as_ref()),
     ];
     for (object, source, parsed) in &sources {
         for c in parsed.iter().flat_map(|p| p.as_ref().ok()).flatten() {
@@ -195,14 +196,14 @@ fn mismatch(
 ) -> Option<Finding> {
     let why = match (serving, &bundle) {
         (Ok(serving), Ok(bundle)) => certs::verify(serving, bundle, now).err()?,
-        (Err(e), _) => format!("{TLS_CERT_KEY}: {e}"),
+        (Err(e), _) => format!("{TLS_CRT}: {e}"),
         (_, Err(e)) => format!("caBundle: {e}"),
     };
     let mut f = Finding::error(
         Code::ConversionCaMismatch,
         crd_ref(),
         format!(
-            "the CRD's caBundle does not verify the webhook's serving certificate ({TLS_CERT_KEY} of Secret {NAMESPACE}/{SECRET}): \
+            "the CRD's caBundle does not verify the webhook's serving certificate ({TLS_CRT} of Secret {NAMESPACE}/{SECRET}): \
              the apiserver refuses the webhook and conversion fails"
         ),
     )
@@ -210,7 +211,7 @@ fn mismatch(
     if let Ok(serving) = serving
         && let Some(leaf) = serving.first()
     {
-        f = f.evidence(format!("{TLS_CERT_KEY}: {} issued by {}", leaf.subject, leaf.issuer));
+        f = f.evidence(format!("{TLS_CRT}: {} issued by {}", leaf.subject, leaf.issuer));
     }
     if let Ok(bundle) = &bundle {
         let subjects: Vec<&str> = bundle.iter().map(|c| c.subject.as_str()).collect();
@@ -221,11 +222,11 @@ fn mismatch(
         _ => false,
     };
     Some(if own_ca_verifies {
-        f.evidence(format!("the Secret's {CA_CERT_KEY} verifies it: the caBundle is stale")).fix(format!(
+        f.evidence(format!("the Secret's {CA_CRT} verifies it: the caBundle is stale")).fix(format!(
             "kubectl patch crd {CRD_NAME} --type=merge -p \"{{\\\"spec\\\":{{\\\"conversion\\\":{{\\\"webhook\\\":{{\\\"clientConfig\\\":{{\\\"caBundle\\\":\\\"$(kubectl -n {NAMESPACE} get secret {SECRET} -o jsonpath='{{.data.ca\\.crt}}')\\\"}}}}}}}}}}\""
         ))
     } else {
-        f.evidence(format!("the Secret's {CA_CERT_KEY} does not verify it either")).fix(fix_renew())
+        f.evidence(format!("the Secret's {CA_CRT} does not verify it either")).fix(fix_renew())
     })
 }
 

@@ -16,7 +16,7 @@ use super::Gaps;
 use crate::client::children::{NotReadable, is_forbidden};
 use crate::diagnose::snapshot::{ConversionState, Readable, WebhookCerts};
 use crate::diagnose::view::conversion as view;
-use crate::diagnose::webhook_names::{CA_CERT_KEY, NAMESPACE, SECRET, TLS_CERT_KEY};
+use crate::diagnose::webhook_names::{CA_CRT, NAMESPACE, SECRET, TLS_CRT};
 
 /// How the apiserver words a conversion it could not do, whether the
 /// webhook did not answer or answered with a failure:
@@ -101,7 +101,7 @@ fn readable<T>(gaps: &mut Gaps, what: String, on_403: NotReadable, r: kube::Resu
 fn certs(secret: Secret) -> WebhookCerts {
     let mut data = secret.data.unwrap_or_default();
     let mut take = |key: &str| data.remove(key).map(|b| b.0).filter(|b| !b.is_empty());
-    WebhookCerts { serving: take(TLS_CERT_KEY), ca: take(CA_CERT_KEY) }
+    WebhookCerts { serving: take(TLS_CRT), ca: take(CA_CRT) }
 }
 
 #[cfg(test)]
