@@ -15,10 +15,15 @@ use crate::diagnose::{self, Request, fix};
 
 const AFTER_HELP: &str = "\
 Checks, in order: the installation (cluster reachable, CRD present, served and
-equal to what this binary generates); the manager (leader Lease holder and
-renewal, in-cluster Deployment readiness, restarts and Pod waiting reasons, or
-no manager at all); the ServiceAccount's permissions, one SubjectAccessReview
-per verb and resource the manager needs in every namespace it watches, like
+equal to what this binary generates); conversion between the Runner's versions
+(a webhook that fails, which makes every read of Runners fail and is said
+first, with its Service, ready endpoints and the fix; a caBundle that does not
+verify the serving certificate; a certificate within {NEAR} days of its end; a
+version in status.storedVersions no longer served, fixed by `kubectl runner
+migrate`); the manager (leader Lease holder and renewal, in-cluster Deployment
+readiness, restarts and Pod waiting reasons, or no manager at all); the
+ServiceAccount's permissions, one SubjectAccessReview per verb and resource
+the manager needs in every namespace it watches, like
 `kubectl auth can-i --as=system:serviceaccount:NS:SA`, plus over-broad grants;
 Runners stuck Terminating and what holds them; missing or foreign children
 (missing at once when no manager is seen or the status says the children were
@@ -52,6 +57,8 @@ Permissions diagnose itself needs (it is read-only except for --fix):
           list pods in runner-system
   list    clusterrolebindings, and rolebindings in the namespaces checked;
   get     clusterroles and roles they refer to
+  get     services, secrets and list endpointslices.discovery.k8s.io in
+          runner-system, when the CRD converts by webhook
 {CHILDREN}
 Reads that are forbidden are reported as `gather-incomplete`, not fatal; a child
 kind you may not read is named once as `not-readable`, and its checks skipped.
@@ -81,7 +88,8 @@ fn after_help() -> String {
         format!("  --observe: watch runners, {children} and pods in the namespaces diagnosed"),
         format!("  --fix:  patch runners (and list {children})"),
     ];
-    AFTER_HELP.replace("{CHILDREN}", &lines.map(|l| wrap(&l)).join("\n"))
+    let near = crate::diagnose::checks::conversion::NEAR_EXPIRY.as_secs() / (24 * 3600);
+    AFTER_HELP.replace("{CHILDREN}", &lines.map(|l| wrap(&l)).join("\n")).replace("{NEAR}", &near.to_string())
 }
 
 /// `line` broken at spaces into lines of at most 79 characters, the
@@ -213,11 +221,11 @@ pub async fn run(g: &Globals, a: DiagnoseArgs) -> Result<u8> {
 pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     let req = a.request(&ctx.namespace, ctx.all_namespaces)?;
     let (snapshot, mut report) = diagnose::diagnose(&ctx.client, &req).await;
-    if let Some(name) = &req.name {
-        let looked = snapshot.crd.is_some() && snapshot.gaps.is_empty() && snapshot.cluster.is_ok();
-        if looked && snapshot.runners.is_empty() {
-            return Err(Error::RunnerNotFound { namespace: ctx.namespace.clone(), name: name.clone() });
-        }
+    if let Some(name) = &req.name
+        && snapshot.complete()
+        && snapshot.runners.is_empty()
+    {
+        return Err(Error::RunnerNotFound { namespace: ctx.namespace.clone(), name: name.clone() });
     }
     let mut refused = false;
     if a.fix {

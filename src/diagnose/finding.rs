@@ -67,6 +67,14 @@ codes! {
         CrdVersionNotServed = "crd-version-not-served",
         CrdSchemaDrift = "crd-schema-drift",
     }
+    /// Conversion between the Runner's versions: the webhook, its
+    /// certificates, and the versions objects are stored at.
+    Conversion {
+        ConversionWebhookUnreachable = "conversion-webhook-unreachable",
+        ConversionCaMismatch = "conversion-ca-mismatch",
+        ConversionCertExpiring = "conversion-cert-expiring",
+        StoredVersionNotServed = "stored-version-not-served",
+    }
     /// The in-cluster manager and its Lease.
     Manager {
         ManagerLeader = "manager-leader",

@@ -7,14 +7,15 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
 
 use crate::api::Runner;
-use crate::client::children::Children;
+use crate::client::children::{Children, NotReadable};
 use crate::diagnose::writes::Observed;
 use crate::rbac::Permission;
 /// Where the ServiceAccount identity lives (the manager uses it too).
@@ -45,8 +46,81 @@ pub struct Snapshot {
     /// with the rules of the role they point at.
     pub grants: Vec<Grant>,
     pub runners: Vec<RunnerState>,
+    /// The conversion webhook, and Runner reads that failed for want of it.
+    pub conversion: ConversionState,
     /// Reads that failed.
     pub gaps: Vec<Gap>,
+}
+
+impl Snapshot {
+    /// True when every read succeeded: nothing missing from the snapshot
+    /// can be blamed on diagnose not seeing it.
+    pub fn complete(&self) -> bool {
+        self.cluster.is_ok()
+            && self.crd.is_some()
+            && self.gaps.is_empty()
+            && self.conversion.failed_reads.is_empty()
+    }
+}
+
+/// What the conversion checks read besides the CRD. The webhook's objects
+/// are read only when the CRD converts by webhook or a Runner read failed
+/// for want of conversion: a CRD without conversion needs none of them.
+#[derive(Debug, Clone, Default)]
+pub struct ConversionState {
+    /// Runner reads the apiserver refused because it could not convert a
+    /// stored Runner (HTTP 500 "conversion webhook for ... failed"): what was
+    /// read and the answer. Not gaps: the conversion check reports them
+    /// first, and names the per-Runner checks they skipped.
+    pub failed_reads: Vec<Gap>,
+    /// The webhook's Service: the one the CRD's clientConfig names, else
+    /// the one the install creates.
+    pub service: Readable<Option<Service>>,
+    /// The EndpointSlices of that Service.
+    pub endpoints: Readable<Vec<EndpointSlice>>,
+    /// The certificates in the webhook's Secret.
+    pub certs: Readable<Option<WebhookCerts>>,
+}
+
+/// The public half of the webhook's Secret. Gather keeps only the
+/// certificates, never the keys, so a snapshot (which is `Debug`) holds no
+/// secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebhookCerts {
+    /// `tls.crt` (PEM); `None` when the Secret has no such key.
+    pub serving: Option<Vec<u8>>,
+    /// `ca.crt` (PEM): the CA bundle the install injects as the caBundle.
+    pub ca: Option<Vec<u8>>,
+}
+
+/// A read that the apiserver may have refused: tenants may not read the
+/// manager's Secret, and that is "not readable", not a failure.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Readable<T> {
+    /// Not read: not needed, or failed (a [`Gap`] says why).
+    #[default]
+    Unknown,
+    Read(T),
+    /// Refused (403).
+    Refused(NotReadable),
+}
+
+impl<T> Readable<T> {
+    /// The value, when it was read.
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Readable::Read(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The refusal, when the read was refused.
+    pub fn refused(&self) -> Option<&NotReadable> {
+        match self {
+            Readable::Refused(n) => Some(n),
+            _ => None,
+        }
+    }
 }
 
 /// Which Runners were asked about.

@@ -153,6 +153,21 @@ mod tests {
     }
 
     #[test]
+    fn what_the_apiserver_said_about_a_failed_conversion_is_escaped() {
+        let mut s = crate::diagnose::checks::fixtures::healthy();
+        s.runners.clear();
+        s.conversion.failed_reads = vec![crate::diagnose::snapshot::Gap {
+            what: "list Runners in app".into(),
+            error: "conversion webhook for x failed: \u{1b}[31mred\u{1b}[0m\nnext".into(),
+        }];
+        let report = crate::diagnose::report_for(&s);
+        assert_eq!(report.findings[0].code, Code::ConversionWebhookUnreachable);
+        let out = table(&report);
+        assert!(!out.contains('\u{1b}'), "{out}");
+        assert!(out.contains("failed: \\x1b[31mred\\x1b[0m\\nnext"), "{out}");
+    }
+
+    #[test]
     fn a_clean_report_says_so_in_one_line() {
         let out = table(&Report::new(&Scope { namespaces: vec![], name: None }, 3, vec![]));
         assert_eq!(out, "No problems found: 3 Runners in all namespaces, the manager and its permissions.\n");

@@ -209,6 +209,7 @@ pub fn healthy() -> Snapshot {
             rules: crate::rbac::policy_rules(PermScope::Watched),
         }],
         runners: vec![runner_state()],
+        conversion: ConversionState::default(),
         gaps: vec![],
     }
 }
@@ -218,4 +219,57 @@ pub fn without_manager() -> Snapshot {
     let mut s = healthy();
     s.manager = ManagerState::default();
     s
+}
+
+/// The healthy snapshot whose CRD converts by webhook through the
+/// installed Service, with `ca` as its caBundle; the Service with one
+/// ready endpoint; the webhook's Secret holding `serving` and `ca`.
+pub fn with_webhook(ca: &[u8], serving: &[u8]) -> Snapshot {
+    use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
+    use crate::webhook::SERVICE;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
+    };
+    let mut s = healthy();
+    s.crd.as_mut().unwrap().spec.conversion = Some(CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            conversion_review_versions: vec!["v1".into()],
+            client_config: Some(WebhookClientConfig {
+                ca_bundle: Some(ByteString(ca.to_vec())),
+                service: Some(ServiceReference {
+                    namespace: NAMESPACE.into(),
+                    name: SERVICE.into(),
+                    path: Some("/convert".into()),
+                    port: Some(443),
+                }),
+                url: None,
+            }),
+        }),
+    });
+    s.conversion.service = Readable::Read(Some(from(json!({
+        "metadata": { "name": SERVICE, "namespace": NAMESPACE },
+        "spec": { "ports": [{ "port": 443, "targetPort": 9443 }] }
+    }))));
+    s.conversion.endpoints = Readable::Read(vec![endpoint_slice(&[("10.0.0.7", Some(true))])]);
+    s.conversion.certs =
+        Readable::Read(Some(WebhookCerts { serving: Some(serving.to_vec()), ca: Some(ca.to_vec()) }));
+    s
+}
+
+/// An EndpointSlice of the webhook's Service with these addresses and
+/// their `ready` condition.
+pub fn endpoint_slice(endpoints: &[(&str, Option<bool>)]) -> k8s_openapi::api::discovery::v1::EndpointSlice {
+    use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
+    use crate::webhook::SERVICE;
+    let endpoints: Vec<Value> = endpoints
+        .iter()
+        .map(|(ip, ready)| json!({ "addresses": [ip], "conditions": { "ready": ready } }))
+        .collect();
+    from(json!({
+        "metadata": { "name": format!("{SERVICE}-abcde"), "namespace": NAMESPACE,
+                      "labels": { "kubernetes.io/service-name": SERVICE } },
+        "addressType": "IPv4", "endpoints": endpoints
+    }))
 }

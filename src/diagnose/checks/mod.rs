@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! Snapshot ─┬─ install     CRD present, served, equal to what we generate
+//!           ├─ conversion  webhook reachable, caBundle, certificate dates, storedVersions
 //!           ├─ manager     Lease, Deployment, Pods, absent, watch scope
 //!           ├─ permissions SubjectAccessReview denials, over-broad grants
 //!           └─ per Runner: finalizer, child_ownership, workload, status, observed
@@ -15,12 +16,14 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
-use super::finding::{Finding, ObjectRef};
+use super::finding::{Finding, ObjectRef, Severity};
 use super::snapshot::{RunnerState, Snapshot};
 pub(crate) use super::view::{age, human};
 use crate::client::children::NotReadable;
 
+pub mod certs;
 pub mod child_ownership;
+pub mod conversion;
 pub mod finalizer;
 pub mod install;
 pub mod manager;
@@ -33,12 +36,15 @@ pub mod workload;
 #[cfg(test)]
 mod agreement_tests;
 #[cfg(test)]
+mod conversion_tests;
+#[cfg(test)]
 pub(crate) mod fixtures;
 
 /// Every finding for the snapshot, most severe first, grouped by object.
 pub fn run(s: &Snapshot) -> Vec<Finding> {
     let mut out = install::check(s);
     if s.cluster.is_ok() {
+        out.extend(conversion::check(s));
         out.extend(manager::check(s));
         out.extend(permissions::check(s));
         for rs in &s.runners {
@@ -59,7 +65,14 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
         )
         .evidence(g.error.clone())
     }));
-    out.sort_by(|a, b| a.severity.cmp(&b.severity).then_with(|| a.object.cmp(&b.object)));
+    // A conversion webhook that fails hides every Runner: said first, before
+    // anything it may explain.
+    let leads = |f: &Finding| {
+        !(f.code == super::finding::Code::ConversionWebhookUnreachable && f.severity == Severity::Error)
+    };
+    out.sort_by(|a, b| {
+        (leads(a), a.severity).cmp(&(leads(b), b.severity)).then_with(|| a.object.cmp(&b.object))
+    });
     out
 }
 

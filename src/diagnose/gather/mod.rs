@@ -10,6 +10,7 @@
 //! ```text
 //! version ─► CRD, manager (Deployment, Pods, Lease) ─► ServiceAccount, SARs, bindings
 //!                                                  └─► Runners ─► children, Pods, Events
+//!                                                  └─► conversion webhook: Service, EndpointSlices, Secret
 //!                                                      ... churn window ... Runners again
 //!                                                      ... --observe: watch them meanwhile
 //! ```
@@ -29,6 +30,7 @@ use crate::api::CRD_NAME;
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LABEL};
 
 mod access;
+mod conversion;
 mod observe;
 mod runners;
 
@@ -85,6 +87,7 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
         access: vec![],
         grants: vec![],
         runners: vec![],
+        conversion: ConversionState::default(),
         gaps: vec![],
     };
     match client.apiserver_version().await {
@@ -125,9 +128,13 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
         s.grants = grants;
         gaps.0.extend(access_gaps.0);
     }
-    let (runners, runner_gaps) = runners;
+    let (runners, runner_gaps, unconverted) = runners;
     s.runners = runners;
     gaps.0.extend(runner_gaps.0);
+    let (conversion, conversion_gaps) =
+        conversion::read(client, s.crd.as_ref(), !unconverted.is_empty()).await;
+    s.conversion = ConversionState { failed_reads: unconverted, ..conversion };
+    gaps.0.extend(conversion_gaps.0);
     let targets = observe::targets(&s.runners);
     let churn = async {
         if !req.churn_window.is_zero() && !s.runners.is_empty() {

@@ -15,11 +15,11 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use super::{Gaps, Request};
+use super::{Gaps, Request, conversion};
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::children::{self, Children, Key, ListFailure, NotReadable, is_forbidden};
 use crate::client::{scoped as api, scoped_dynamic};
-use crate::diagnose::snapshot::{Resample, RunnerState, Versions};
+use crate::diagnose::snapshot::{Gap, Resample, RunnerState, Versions};
 use crate::kinds;
 
 /// Runners whose children are fetched at once.
@@ -38,35 +38,37 @@ pub(super) fn where_(ns: Option<&str>) -> String {
     ns.map(|n| format!("in {n}")).unwrap_or("in all namespaces".into())
 }
 
-/// The Runners in scope, each with its surroundings. Nothing when the CRD
-/// is known to be missing (the install check says so).
-pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<RunnerState>, Gaps) {
-    let mut gaps = Gaps::default();
+/// The Runners in scope, each with its surroundings, the failed reads, and
+/// apart from them the Runner reads that failed because the apiserver could
+/// not convert a stored Runner ([`conversion::is_conversion_failure`]).
+/// Nothing when the CRD is known to be missing (the install check says so).
+pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<RunnerState>, Gaps, Vec<Gap>) {
+    let (mut gaps, mut unconverted) = (Gaps::default(), vec![]);
     if !crd_present {
-        return (vec![], gaps);
+        return (vec![], gaps, unconverted);
     }
     let mut runners: Vec<Runner> = vec![];
     for ns in scopes(req) {
         let a: Api<Runner> = api(client, ns);
         match &req.name {
             Some(name) => {
+                let what = format!("get Runner {name} {}", where_(ns));
                 if let Some(r) =
-                    gaps.take(format!("get Runner {name} {}", where_(ns)), a.get_opt(name).await).flatten()
+                    take_runners(&mut gaps, &mut unconverted, what, a.get_opt(name).await).flatten()
                 {
                     runners.push(r);
                 }
             }
             None => {
-                if let Some(l) =
-                    gaps.take(format!("list Runners {}", where_(ns)), a.list(&ListParams::default()).await)
-                {
-                    runners.extend(l.items);
+                let what = format!("list Runners {}", where_(ns));
+                if let Some(items) = take_runners(&mut gaps, &mut unconverted, what, list_all(&a).await) {
+                    runners.extend(items);
                 }
             }
         }
     }
     if runners.is_empty() {
-        return (vec![], gaps);
+        return (vec![], gaps, unconverted);
     }
     let mut pods: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
     let mut events: BTreeMap<String, Vec<Event>> = BTreeMap::new();
@@ -106,7 +108,46 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
         })
         .collect();
     out.sort_by_key(|r| (r.runner.namespace(), r.runner.name_any()));
-    (out, gaps)
+    (out, gaps, unconverted)
+}
+
+/// Runners per page of [`list_all`], as kubectl pages its lists.
+const PAGE: u32 = 500;
+
+/// Every Runner `a` sees, a page at a time. Paged, the list is read from
+/// etcd when the apiserver's watch cache cannot start, which is the case
+/// when a stored Runner cannot be converted: the apiserver then answers at
+/// once with the failed conversion (500), where an unpaged list is answered
+/// 429 "storage is (re)initializing", which kube's client retries for
+/// minutes.
+async fn list_all(a: &Api<Runner>) -> kube::Result<Vec<Runner>> {
+    let mut lp = ListParams::default().limit(PAGE);
+    let mut out = vec![];
+    loop {
+        let page = a.list(&lp).await?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// A Runner read's value; a failed conversion goes to `unconverted` (the
+/// conversion check reports it), any other failure is a gap.
+fn take_runners<T>(
+    gaps: &mut Gaps,
+    unconverted: &mut Vec<Gap>,
+    what: String,
+    r: kube::Result<T>,
+) -> Option<T> {
+    match r {
+        Err(e) if conversion::is_conversion_failure(&e) => {
+            unconverted.push(Gap { what, error: crate::error::describe_kube(&e) });
+            None
+        }
+        r => gaps.take(what, r),
+    }
 }
 
 fn key(r: &Runner) -> Key {
@@ -221,12 +262,12 @@ async fn resample_listed(
     // Scopes whose second look failed: their Runners get no resample.
     let mut failed_scopes: Vec<Option<String>> = vec![];
     for ns in scopes(req) {
-        let (lp, runners_api) = (ListParams::default(), api::<Runner>(client, ns));
+        let runners_api = api::<Runner>(client, ns);
         let (listed, (found, failed)) =
-            tokio::join!(runners_api.list(&lp), children::versions(client, ns, &keys));
+            tokio::join!(list_all(&runners_api), children::versions(client, ns, &keys));
         match listed {
-            Ok(l) if failed.is_empty() => {
-                now.extend(l.items.into_iter().map(|r| (key(&r), r)));
+            Ok(items) if failed.is_empty() => {
+                now.extend(items.into_iter().map(|r| (key(&r), r)));
                 versions.extend(found);
             }
             _ => failed_scopes.push(ns.map(str::to_string)),
