@@ -131,6 +131,23 @@ impl Plan {
     }
 }
 
+/// True when `now` is `at_start` but for what the apiserver and a storage
+/// migrator write on their own: the resourceVersion, managedFields and the
+/// status conditions. Any change to the spec, labels, annotations or
+/// storedVersions counts.
+pub fn unchanged_but_conditions(at_start: &CustomResourceDefinition, now: &CustomResourceDefinition) -> bool {
+    let strip = |crd: &CustomResourceDefinition| {
+        let mut crd = crd.clone();
+        crd.metadata.resource_version = None;
+        crd.metadata.managed_fields = None;
+        if let Some(status) = crd.status.as_mut() {
+            status.conditions = None;
+        }
+        crd
+    };
+    strip(at_start) == strip(now)
+}
+
 /// `lab.cloudlab.training/<version>`.
 pub fn api_version(version: &str) -> String {
     format!("{GROUP}/{version}")
@@ -186,6 +203,8 @@ pub enum Method {
 pub enum Prune {
     /// Pruned to the storage version.
     Pruned,
+    /// The StorageVersionMigration pruned it on success; nothing else changed.
+    PrunedByMigration,
     /// storedVersions was already the storage version alone.
     NothingToDo,
     /// The CRD's resourceVersion moved since the start: not pruned.
@@ -223,7 +242,7 @@ impl Summary {
         prune: Prune,
     ) -> Self {
         let stored_versions_after = match prune {
-            Prune::Pruned => plan.stored_after(),
+            Prune::Pruned | Prune::PrunedByMigration => plan.stored_after(),
             _ => plan.stored_before.clone(),
         };
         let (_, unchecked) = plan.checkable();
@@ -291,6 +310,30 @@ mod tests {
         let plan = Plan::from_crd(&crd(&[("v1alpha1", true, false), ("v1beta1", true, true)], &["v1beta1"]))
             .unwrap();
         assert!(!plan.needed());
+    }
+
+    #[test]
+    fn a_crd_changed_only_in_its_conditions_is_unchanged_and_any_other_change_counts() {
+        let start = crd(&[("v1alpha1", true, false), ("v1beta1", true, true)], &["v1alpha1", "v1beta1"]);
+        let mut migrating = start.clone();
+        migrating.metadata.resource_version = Some("43".into());
+        migrating.status.as_mut().unwrap().conditions = Some(vec![
+            serde_json::from_value(serde_json::json!({
+                "type": "StorageMigrating", "status": "True", "lastTransitionTime": "2026-12-07T07:30:47Z"
+            }))
+            .unwrap(),
+        ]);
+        assert!(unchanged_but_conditions(&start, &migrating));
+        let mut labelled = migrating.clone();
+        labelled.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+        let mut new_storage = migrating.clone();
+        new_storage.spec.versions[0].storage = true;
+        new_storage.spec.versions[1].storage = false;
+        let mut stored = migrating;
+        stored.status.as_mut().unwrap().stored_versions = Some(vec!["v1beta1".into()]);
+        for changed in [labelled, new_storage, stored] {
+            assert!(!unchanged_but_conditions(&start, &changed));
+        }
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! whether the user may do all of it; preflight (a round trip of every
 //! Runner, nothing written); rewrite (a StorageVersionMigration where
 //! served, else one guarded update per Runner, with a progress bar); prune
-//! (guarded by the CRD's resourceVersion read at the start); print the
-//! summary.
+//! (guarded by the CRD's resourceVersion read at the start; after a
+//! StorageVersionMigration, which writes a condition into the CRD itself,
+//! by a comparison with the start, see `crd::prune_after_migration`); print
+//! the summary.
 //!
 //! Ctrl-C during the rewrite stops it, prints how far it got, and leaves
 //! storedVersions alone; running the command again continues, because a
@@ -112,12 +114,17 @@ pub async fn run(g: &Globals, a: MigrateArgs) -> Result<u8> {
         }
     };
 
-    let prune =
-        if interrupted { Prune::Interrupted } else { crd::prune(client, &crd_at_start, &plan).await? };
+    let prune = match (interrupted, &method) {
+        (true, _) => Prune::Interrupted,
+        (false, Method::Update) => crd::prune(client, &crd_at_start, &plan).await?,
+        (false, Method::StorageVersionMigration { .. }) => {
+            crd::prune_after_migration(client, &crd_at_start, &plan).await?
+        }
+    };
     let summary = Summary::new(&plan, method, checked, tally, started.elapsed(), prune.clone());
     render(&summary, a.output)?;
     match prune {
-        Prune::Pruned | Prune::NothingToDo => Ok(exit::OK),
+        Prune::Pruned | Prune::PrunedByMigration | Prune::NothingToDo => Ok(exit::OK),
         Prune::Interrupted => Err(Error::MigrateInterrupted { done: tally.done() }),
         Prune::CrdChanged { at_start } => Err(Error::MigrateNotPruned { at_start }),
     }

@@ -69,6 +69,48 @@ pub async fn prune(client: &Client, crd: &CustomResourceDefinition, plan: &Plan)
     }
 }
 
+/// After a StorageVersionMigration: the migrator itself writes a
+/// `StorageMigrating` condition into the CRD's status while it runs (1.37
+/// does), so the resourceVersion read at the start has always moved. Here
+/// "the CRD changed" is anything but that bookkeeping: the CRD is read
+/// again, compared with the start ([`super::unchanged_but_conditions`]),
+/// and the prune is guarded by the resourceVersion of that read. A
+/// conflict (the migrator's last condition landing in between) reads again,
+/// a few times. A migrator that pruned storedVersions itself on success
+/// (1.37's does) leaves nothing to write: that is reported as such.
+pub async fn prune_after_migration(
+    client: &Client,
+    at_start: &CustomResourceDefinition,
+    plan: &Plan,
+) -> Result<Prune, Error> {
+    let changed = Prune::CrdChanged { at_start: plan.crd_resource_version.clone() };
+    for _ in 0..5 {
+        let mut now = read(client).await?;
+        let stored_now = now.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
+        if stored_now == plan.stored_after() {
+            // The migrator pruned (1.37's does on success); the rest must
+            // still be as at the start for that to be the whole story.
+            if let Some(s) = now.status.as_mut() {
+                s.stored_versions = Some(plan.stored_before.clone());
+            }
+            let unchanged = super::unchanged_but_conditions(at_start, &now);
+            return Ok(if unchanged { Prune::PrunedByMigration } else { changed });
+        }
+        if !super::unchanged_but_conditions(at_start, &now) {
+            return Ok(changed);
+        }
+        let guard = Plan {
+            crd_resource_version: now.metadata.resource_version.clone().unwrap_or_default(),
+            ..plan.clone()
+        };
+        match prune(client, &now, &guard).await? {
+            Prune::CrdChanged { .. } => continue,
+            done => return Ok(done),
+        }
+    }
+    Ok(changed)
+}
+
 /// The preflight's reads: every Runner at each old version the apiserver
 /// still serves, page by page, each round-tripped through the storage
 /// version by [`preflight::check`] with `convert`. Stops at the first

@@ -28,6 +28,9 @@ pub fn summary(s: &Summary) -> String {
     rows.push(("storedVersions before:", versions(&s.stored_versions_before)));
     let after = match &s.prune {
         Prune::Pruned => format!("{} (pruned)", versions(&s.stored_versions_after)),
+        Prune::PrunedByMigration => {
+            format!("{} (pruned by the StorageVersionMigration)", versions(&s.stored_versions_after))
+        }
         Prune::NothingToDo => format!("{} (nothing to migrate)", versions(&s.stored_versions_after)),
         Prune::CrdChanged { .. } => {
             format!("{} (not pruned: the CRD changed during the run)", versions(&s.stored_versions_after))
