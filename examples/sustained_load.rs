@@ -81,7 +81,7 @@ impl Current {
             }
             _ => {
                 self.port = if self.port == 80 { 8080 } else { 80 };
-                json!({ "spec": { "port": self.port } })
+                json!({ "spec": { "expose": { "port": self.port } } })
             }
         }
     }
@@ -203,7 +203,8 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>, metrics: Passes) 
         .map(|r| {
             let s = &r.spec;
             let base_image = s.image.strip_suffix("-alt").unwrap_or(&s.image).to_string();
-            let cur = Current { replicas: s.replicas, image: s.image.clone(), base_image, port: s.port };
+            let cur =
+                Current { replicas: s.replicas, image: s.image.clone(), base_image, port: s.expose.port };
             (r.name_any(), cur)
         })
         .collect();

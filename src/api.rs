@@ -10,17 +10,24 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub mod conversion;
 pub mod pod;
 pub mod rules;
 mod status;
+pub mod v1alpha1;
 pub use pod::{Amounts, PodSecurity, Resources};
-pub use rules::{HOST_PATTERN, MAX_HOST_LEN, MAX_IMAGE_LEN, MAX_NAME_LEN};
+pub use rules::{HOST_PATTERN, MAX_HOST_LEN, MAX_HOSTS, MAX_IMAGE_LEN, MAX_NAME_LEN};
 pub use status::{Phase, RunnerStatus, condition};
 
 /// API group of the Runner.
 pub const GROUP: &str = "lab.cloudlab.training";
-/// Served and stored version.
-pub const VERSION: &str = "v1alpha1";
+/// The storage version, the one this tool reads and writes (the hub of
+/// [`conversion`]).
+pub const VERSION: &str = "v1beta1";
+/// `<group>/<VERSION>`.
+pub const API_VERSION: &str = "lab.cloudlab.training/v1beta1";
+/// Every version the CRD serves, oldest first.
+pub const VERSIONS: [&str; 2] = [v1alpha1::VERSION, VERSION];
 /// `<plural>.<group>`: the CRD's name.
 pub const CRD_NAME: &str = "runners.lab.cloudlab.training";
 /// Finalizer that holds a deleted Runner until its children are gone.
@@ -42,8 +49,8 @@ pub const MIN_PORT: i32 = 1;
 pub const MAX_PORT: i32 = 65535;
 pub const DEFAULT_PORT: i32 = 80;
 
-/// What the user declares: an image, how many replicas, which port, and an
-/// optional host that makes an Ingress.
+/// What the user declares: an image, how many replicas, and how it is
+/// exposed (a port, and host names that make an Ingress).
 //
 // Admission refuses what could never work (see `rules`): a name that cannot
 // name a Service (the root rule below), a host that is an IP address, an
@@ -56,7 +63,7 @@ pub const DEFAULT_PORT: i32 = 80;
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
 #[kube(
     group = "lab.cloudlab.training",
-    version = "v1alpha1",
+    version = "v1beta1",
     kind = "Runner",
     plural = "runners",
     namespaced,
@@ -88,17 +95,9 @@ pub struct RunnerSpec {
     #[serde(default = "default_replicas")]
     #[schemars(range(min = MIN_REPLICAS, max = MAX_REPLICAS))]
     pub replicas: i32,
-    /// Container port the Service forwards to, 1 to 65535.
-    #[serde(default = "default_port")]
-    #[schemars(range(min = MIN_PORT, max = MAX_PORT))]
-    pub port: i32,
-    /// Optional DNS-1123 host name (not an IP address, at most 253 characters);
-    /// when set, an Ingress routes it to the Service.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = MAX_HOST_LEN))]
-    #[schemars(pattern(HOST_PATTERN))]
-    #[x_kube(validation = rules::host_cel())]
-    pub host: Option<String>,
+    /// How the Pods are reached: the port, and the host names an Ingress routes.
+    #[serde(default)]
+    pub expose: Expose,
     /// Optional requests and limits for cpu and memory of the container; a
     /// ResourceQuota on cpu or memory refuses Pods without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +107,32 @@ pub struct RunnerSpec {
     /// the Pods run as the image says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<PodSecurity>,
+}
+
+/// Networking, grouped in v1beta1 (v1alpha1 had `spec.port` and one
+/// `spec.host`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expose {
+    /// Container port the Service forwards to, 1 to 65535.
+    #[serde(default = "default_port")]
+    #[schemars(range(min = MIN_PORT, max = MAX_PORT))]
+    pub port: i32,
+    /// Optional DNS-1123 host names (not IP addresses, at most 253
+    /// characters each, 1 to 16 of them, no repeats); when set, an Ingress
+    /// routes each to the Service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = MAX_HOSTS))]
+    #[schemars(inner(length(min = 1, max = MAX_HOST_LEN), pattern(HOST_PATTERN)))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    #[x_kube(validation = rules::hosts_cel())]
+    pub hosts: Vec<String>,
+}
+
+impl Default for Expose {
+    fn default() -> Expose {
+        Expose { port: DEFAULT_PORT, hosts: Vec::new() }
+    }
 }
 
 fn default_replicas() -> i32 {
@@ -126,8 +151,7 @@ impl RunnerSpec {
         RunnerSpec {
             image: image.into(),
             replicas: DEFAULT_REPLICAS,
-            port: DEFAULT_PORT,
-            host: None,
+            expose: Expose::default(),
             resources: None,
             pod_security: None,
         }
@@ -139,13 +163,19 @@ impl RunnerSpec {
     }
 
     pub fn port(mut self, port: i32) -> RunnerSpec {
-        self.port = port;
+        self.expose.port = port;
         self
     }
 
+    /// Adds a host name (one more Ingress rule).
     pub fn host(mut self, host: impl Into<String>) -> RunnerSpec {
-        self.host = Some(host.into());
+        self.expose.hosts.push(host.into());
         self
+    }
+
+    /// The first host name: the one `status.url` names.
+    pub fn first_host(&self) -> Option<&str> {
+        self.expose.hosts.first().map(String::as_str)
     }
 
     pub fn resources(mut self, resources: Resources) -> RunnerSpec {
@@ -167,8 +197,7 @@ impl RunnerSpec {
         RunnerSpec {
             image: "nginx:1.27".into(),
             replicas: 2,
-            port: 8080,
-            host: Some("web.example.com".into()),
+            expose: Expose { port: 8080, hosts: vec!["web.example.com".into(), "www.example.com".into()] },
             resources: Some(Resources {
                 requests: Some(Amounts { cpu: Some("0.1".into()), memory: Some("64Mi".into()) }),
                 limits: Some(Amounts { cpu: Some("500m".into()), memory: Some("128Mi".into()) }),
@@ -188,12 +217,11 @@ impl RunnerSpec {
                 self.replicas
             ));
         }
-        if !(MIN_PORT..=MAX_PORT).contains(&self.port) {
-            return Err(format!("spec.port: {} is out of range; allowed {MIN_PORT}..={MAX_PORT}", self.port));
+        let port = self.expose.port;
+        if !(MIN_PORT..=MAX_PORT).contains(&port) {
+            return Err(format!("spec.expose.port: {port} is out of range; allowed {MIN_PORT}..={MAX_PORT}"));
         }
-        if let Some(host) = &self.host {
-            rules::check_host(host)?;
-        }
+        rules::check_hosts(&self.expose.hosts)?;
         if let Some(resources) = &self.resources {
             pod::check_resources(resources)?;
         }
@@ -226,155 +254,4 @@ pub fn is_ready(r: &Runner) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::CustomResourceExt;
-
-    fn spec() -> RunnerSpec {
-        RunnerSpec::new("nginx")
-    }
-
-    #[test]
-    fn a_valid_spec_passes() {
-        assert_eq!(spec().validate(), Ok(()));
-    }
-
-    #[test]
-    fn replicas_outside_one_to_three_names_the_field_and_range() {
-        for r in [0, 4, -1] {
-            let err = RunnerSpec { replicas: r, ..spec() }.validate().unwrap_err();
-            assert!(err.contains("spec.replicas") && err.contains("1..=3"), "{err}");
-        }
-    }
-
-    #[test]
-    fn port_outside_range_is_rejected() {
-        let err = RunnerSpec { port: 70000, ..spec() }.validate().unwrap_err();
-        assert!(err.contains("spec.port") && err.contains("65535"), "{err}");
-    }
-
-    #[test]
-    fn host_pattern_in_the_schema_is_the_shared_constant() {
-        let crd = serde_json::to_string(&Runner::crd()).unwrap();
-        let escaped = serde_json::to_string(HOST_PATTERN).unwrap();
-        assert!(crd.contains(escaped.trim_matches('"')));
-    }
-
-    #[test]
-    fn schema_bounds_match_the_shared_constants() {
-        let crd = serde_json::to_value(Runner::crd()).unwrap();
-        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
-        let props = &spec["properties"];
-        let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
-        assert_eq!(num(&props["replicas"]["minimum"]), f64::from(MIN_REPLICAS));
-        assert_eq!(num(&props["replicas"]["maximum"]), f64::from(MAX_REPLICAS));
-        assert_eq!(num(&props["replicas"]["default"]), f64::from(DEFAULT_REPLICAS));
-        assert_eq!(num(&props["port"]["minimum"]), f64::from(MIN_PORT));
-        assert_eq!(num(&props["port"]["maximum"]), f64::from(MAX_PORT));
-        assert_eq!(num(&props["port"]["default"]), f64::from(DEFAULT_PORT));
-        assert_eq!(num(&props["image"]["minLength"]), 1.0);
-        assert_eq!(num(&props["image"]["maxLength"]), MAX_IMAGE_LEN as f64);
-        assert_eq!(num(&props["host"]["maxLength"]), MAX_HOST_LEN as f64);
-        assert_eq!(props["host"]["pattern"], HOST_PATTERN);
-        // What `kubectl explain` shows states the same bounds.
-        let says =
-            |field: &str, bound: usize| props[field]["description"].to_string().contains(&bound.to_string());
-        assert!(says("image", MAX_IMAGE_LEN) && says("host", MAX_HOST_LEN));
-        assert_eq!(spec["required"], serde_json::json!(["image"]));
-    }
-
-    #[test]
-    fn the_finalizer_patch_tests_and_removes_only_our_entry() {
-        let mut r = Runner::new("web", spec());
-        r.metadata.finalizers = Some(vec!["a.io/keep".into(), FINALIZER.into(), "b.io/keep".into()]);
-        let patch = serde_json::to_value(remove_finalizer_patch(&r).unwrap()).unwrap();
-        let path = "/metadata/finalizers/1";
-        assert_eq!(
-            patch,
-            serde_json::json!([{ "op": "test", "path": path, "value": FINALIZER }, { "op": "remove", "path": path }])
-        );
-        let mut doc = serde_json::to_value(&r).unwrap();
-        json_patch::patch(&mut doc, &remove_finalizer_patch(&r).unwrap()).unwrap();
-        assert_eq!(doc["metadata"]["finalizers"], serde_json::json!(["a.io/keep", "b.io/keep"]));
-        r.metadata.finalizers = Some(vec!["a.io/keep".into()]);
-        assert!(remove_finalizer_patch(&r).is_none());
-    }
-
-    #[test]
-    fn the_finalizer_patch_fails_when_the_list_moved() {
-        let mut r = Runner::new("web", spec());
-        r.metadata.finalizers = Some(vec!["a.io/keep".into(), FINALIZER.into()]);
-        let patch = remove_finalizer_patch(&r).unwrap();
-        let mut moved = serde_json::to_value(&r).unwrap();
-        moved["metadata"]["finalizers"] = serde_json::json!([FINALIZER, "a.io/keep"]);
-        assert!(json_patch::patch(&mut moved, &patch).is_err());
-        assert_eq!(moved["metadata"]["finalizers"], serde_json::json!([FINALIZER, "a.io/keep"]));
-    }
-
-    /// The rules as the apiserver will read them, from the generated CRD.
-    fn cel_rules(crd: &serde_json::Value, at: &[&str]) -> Vec<serde_json::Value> {
-        let mut node = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-        for key in at {
-            node = &node["properties"][*key];
-        }
-        node["x-kubernetes-validations"].as_array().cloned().unwrap_or_default()
-    }
-
-    #[test]
-    fn the_crd_checks_the_name_at_the_root_on_create_only() {
-        let crd = serde_json::to_value(Runner::crd()).unwrap();
-        let root = cel_rules(&crd, &[]);
-        assert_eq!(root.len(), 1, "{root:?}");
-        let rule = root[0]["rule"].as_str().unwrap();
-        assert!(rule.contains("self.metadata.name") && rule.contains(rules::NAME_PATTERN), "{rule}");
-        assert!(rule.contains(&format!("size(self.metadata.name) <= {MAX_NAME_LEN}")), "{rule}");
-        assert_eq!(root[0]["optionalOldSelf"], true);
-        let msg = root[0]["message"].as_str().unwrap();
-        assert!(msg.starts_with("metadata.name must be a DNS-1035 label of at most 63 characters"), "{msg}");
-    }
-
-    #[test]
-    fn the_crd_refuses_ip_hosts_and_images_that_are_not_references() {
-        let crd = serde_json::to_value(Runner::crd()).unwrap();
-        let host = cel_rules(&crd, &["spec", "host"]);
-        assert_eq!(host.len(), 1, "{host:?}");
-        assert_eq!(host[0]["rule"], format!("!self.matches(r'{}')", rules::IPV4_PATTERN));
-        assert_eq!(host[0]["message"], rules::HOST_NOT_IP);
-        let image = cel_rules(&crd, &["spec", "image"]);
-        assert_eq!(image.len(), 1, "{image:?}");
-        let rule = image[0]["rule"].as_str().unwrap();
-        assert!(rule.ends_with(&format!("self.matches(r'{}')", rules::IMAGE_PATTERN)), "{rule}");
-        assert_eq!(image[0]["optionalOldSelf"], true);
-        assert_eq!(image[0]["message"], rules::IMAGE_NOT_A_REFERENCE);
-        assert!(cel_rules(&crd, &["spec"]).is_empty() && cel_rules(&crd, &["spec", "port"]).is_empty());
-    }
-
-    #[test]
-    fn spec_validate_gives_the_schema_refusals_with_the_field() {
-        let cases = [
-            (RunnerSpec { image: "a".repeat(MAX_IMAGE_LEN + 1), ..spec() }, "spec.image: 513 characters"),
-            (
-                RunnerSpec { image: "nginx 1.27".into(), ..spec() },
-                "spec.image: \"nginx 1.27\" must be an image reference",
-            ),
-            (
-                RunnerSpec { host: Some("10.0.0.1".into()), ..spec() },
-                "spec.host: \"10.0.0.1\" must be a DNS name",
-            ),
-        ];
-        for (s, want) in cases {
-            let err = s.validate().unwrap_err();
-            assert!(err.starts_with(want), "{err}");
-        }
-        assert_eq!(RunnerSpec { image: "a".repeat(MAX_IMAGE_LEN), ..spec() }.validate(), Ok(()));
-    }
-
-    #[test]
-    fn conditions_are_a_list_map_keyed_by_type() {
-        let crd = serde_json::to_value(Runner::crd()).unwrap();
-        let c = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
-            ["conditions"];
-        assert_eq!(c["x-kubernetes-list-type"], "map");
-        assert_eq!(c["x-kubernetes-list-map-keys"], serde_json::json!(["type"]));
-    }
-}
+mod tests;

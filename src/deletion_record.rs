@@ -9,7 +9,8 @@
 //! ```text
 //! data:
 //!   20260105T101502Z.web.3f0c9b1e-...: {"name":"web","uid":"3f0c9b1e-...","deletedAt":"2026-01-05T10:15:02Z",
-//!                                       "image":"nginx:1.27","replicas":2,"port":8080,"host":"web.example.com","orphaned":false}
+//!                                       "image":"nginx:1.27","replicas":2,"port":8080,"host":"web.example.com",
+//!                                       "hosts":["web.example.com"],"orphaned":false}
 //! ```
 //!
 //! Why this shape:
@@ -57,8 +58,13 @@ pub struct Entry {
     pub image: String,
     pub replicas: i32,
     pub port: i32,
+    /// The first host, which is all a record of v1alpha1 days holds; still
+    /// written, so an older `history` reading a new record shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Every host (v1beta1's `spec.expose.hosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// Deleted with `--cascade=orphan`: its children were left in place.
     #[serde(default)]
     pub orphaned: bool,
@@ -74,10 +80,16 @@ impl Entry {
             deleted_at: runner.metadata.deletion_timestamp.clone()?,
             image: runner.spec.image.clone(),
             replicas: runner.spec.replicas,
-            port: runner.spec.port,
-            host: runner.spec.host.clone(),
+            port: runner.spec.expose.port,
+            host: runner.spec.first_host().map(String::from),
+            hosts: runner.spec.expose.hosts.clone(),
             orphaned,
         })
+    }
+
+    /// The hosts, from a record of either age.
+    pub fn all_hosts(&self) -> Vec<String> {
+        if self.hosts.is_empty() { self.host.iter().cloned().collect() } else { self.hosts.clone() }
     }
 
     /// `20260105T101502Z.NAME.UID`: see the module doc.
@@ -209,6 +221,7 @@ mod tests {
             replicas: 2,
             port: 8080,
             host: None,
+            hosts: Vec::new(),
             orphaned: false,
         }
     }
@@ -229,6 +242,9 @@ mod tests {
         r.metadata.deletion_timestamp = Some(at(2));
         let e = Entry::of(&r, true).unwrap();
         assert_eq!((e.replicas, e.port, e.host.as_deref()), (3, 8080, Some("web.example.com")));
+        assert_eq!(e.all_hosts(), ["web.example.com", "www.example.com"]);
+        let old = Entry { hosts: Vec::new(), ..e.clone() };
+        assert_eq!(old.all_hosts(), ["web.example.com"], "a record written before v1beta1");
         assert_eq!(e.key(), "20260105T080002Z.web.3f0c");
         assert!(is_entry_key(&e.key()));
         for other in

@@ -87,10 +87,21 @@ impl Manifest {
     }
 }
 
-/// The Runner CRD as its types declare it, described by the child kinds
-/// ([`crate::kinds::crd_description`]); tests install it unlabelled.
+/// The Runner CRD as its types declare it, every version
+/// ([`crate::api::VERSIONS`]) listed with [`crate::api::VERSION`] stored,
+/// described by the child kinds ([`crate::kinds::crd_description`]); tests
+/// install it unlabelled.
+///
+/// Only the storage version is served: serving another needs the
+/// manager's conversion webhook (without one, the apiserver would only
+/// relabel an object and prune what the other version cannot hold), and
+/// the install that runs the manager turns it on. The others stay listed,
+/// not served, so a CRD that once stored them can still be updated.
 pub fn runner_crd() -> CustomResourceDefinition {
-    let mut crd = Runner::crd();
+    let versions = vec![crate::api::v1alpha1::Runner::crd(), Runner::crd()];
+    let mut crd = kube::core::crd::merge_crds(versions, crate::api::VERSION)
+        .expect("the Runner's versions agree on group, kind and scope");
+    crd.spec.versions.iter_mut().for_each(|v| v.served = v.storage);
     let schemas = crd.spec.versions.iter_mut().filter_map(|v| v.schema.as_mut()?.open_api_v3_schema.as_mut());
     schemas.for_each(|s| s.description = Some(crate::kinds::crd_description()));
     crd

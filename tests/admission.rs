@@ -106,15 +106,15 @@ async fn names_a_service_cannot_take_are_refused_naming_metadata_name() {
 #[tokio::test]
 async fn the_cli_and_the_apiserver_agree_on_every_host_and_image() {
     let (_lock, _ns, api) = setup("adm-spec").await;
-    let host = |h: &str| RunnerSpec { host: Some(h.into()), ..spec() };
+    let host = |h: &str| spec().host(h);
     let image = |i: &str| RunnerSpec { image: i.into(), ..spec() };
     let long = "a".repeat(MAX_IMAGE_LEN + 1);
     let refused = [
-        (host("10.0.0.1"), "spec.host", "must be a DNS name, not an IP address"),
-        (host("010.000.0.1"), "spec.host", "must be a DNS name, not an IP address"),
-        (host("255.255.255.255"), "spec.host", "must be a DNS name, not an IP address"),
-        (host("Web.example.com"), "spec.host", ""),
-        (host(&"a".repeat(254)), "spec.host", ""),
+        (host("10.0.0.1"), "spec.expose.hosts", "must be a DNS name, not an IP address"),
+        (host("010.000.0.1"), "spec.expose.hosts", "must be a DNS name, not an IP address"),
+        (host("255.255.255.255"), "spec.expose.hosts", "must be a DNS name, not an IP address"),
+        (host("Web.example.com"), "spec.expose.hosts", ""),
+        (host(&"a".repeat(254)), "spec.expose.hosts", ""),
         (image(&long), "spec.image", "512"),
         (image("nginx 1.27"), "spec.image", NOT_A_REFERENCE),
         (image("nginx\t"), "spec.image", NOT_A_REFERENCE),
@@ -128,11 +128,11 @@ async fn the_cli_and_the_apiserver_agree_on_every_host_and_image() {
         (image(""), "spec.image", ""),
     ];
     for (s, field, words) in refused {
-        let what = format!("{field} {:?} / {:?}", s.host, s.image.get(..20));
+        let what = format!("{field} {:?} / {:?}", s.expose.hosts, s.image.get(..20));
         let msg = admit(&api, &runner("web", s.clone())).await.expect_err(&what);
         assert!(msg.contains(field) && msg.contains(words), "{what}: {msg}");
         let cli = s.validate().expect_err(&what);
-        assert!(cli.starts_with(&format!("{field}: ")) && cli.contains(words), "{what}: {cli}");
+        assert!(cli.starts_with(field) && cli.contains(words), "{what}: {cli}");
     }
     let accepted = [
         host("web.example.com"),
@@ -146,7 +146,7 @@ async fn the_cli_and_the_apiserver_agree_on_every_host_and_image() {
         image("[::1]:5000/web"),
     ];
     for s in accepted {
-        let what = format!("{:?} / {:?}", s.host, s.image.get(..20));
+        let what = format!("{:?} / {:?}", s.expose.hosts, s.image.get(..20));
         admit(&api, &runner("web", s.clone())).await.unwrap_or_else(|m| panic!("{what}: {m}"));
         s.validate().unwrap_or_else(|e| panic!("{what}: {e}"));
     }
@@ -169,7 +169,11 @@ async fn the_host_rule_refuses_exactly_what_the_ingress_api_refuses() {
             Err(kube::Error::Api(s)) if s.code == 422 => false,
             Err(e) => panic!("{host}: {e}"),
         };
-        assert_eq!(rules::check_host(host).is_ok(), ingress_ok, "{host}: the Ingress API says {ingress_ok}");
+        assert_eq!(
+            rules::check_host("spec.expose.hosts[0]", host).is_ok(),
+            ingress_ok,
+            "{host}: the Ingress API says {ingress_ok}"
+        );
     }
 }
 
@@ -177,8 +181,10 @@ async fn the_host_rule_refuses_exactly_what_the_ingress_api_refuses() {
 /// before the rule existed.
 async fn apply_crd_without_the_name_rule(client: &Client) {
     let mut crd = serde_json::to_value(kubectl_runner::manifests::runner_crd()).unwrap();
-    let root = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-    root.as_object_mut().unwrap().remove("x-kubernetes-validations").expect("the CRD has a root rule");
+    for version in crd["spec"]["versions"].as_array_mut().unwrap() {
+        let root = version["schema"]["openAPIV3Schema"].as_object_mut().unwrap();
+        root.remove("x-kubernetes-validations").expect("the CRD has a root rule");
+    }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.patch(CRD_NAME, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd)).await.unwrap();
 }

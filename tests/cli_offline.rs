@@ -112,14 +112,33 @@ fn create_dry_run_client_prints_the_runner_and_needs_no_cluster() {
 }
 
 #[test]
+fn create_takes_several_hosts_and_names_the_bad_one() {
+    let base = ["create", "web", "--image", "nginx:1.27", "--dry-run=client", "-o", "json"];
+    let o = run(&[&base[..], &["--host", "a.example.com", "--host", "b.example.com,c.example.com"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("-o json parses");
+    assert_eq!(v["apiVersion"], "lab.cloudlab.training/v1beta1");
+    assert_eq!(
+        v["spec"]["expose"]["hosts"],
+        serde_json::json!(["a.example.com", "b.example.com", "c.example.com"])
+    );
+    let o = run(&[&base[..], &["--host", "a.example.com,10.0.0.1"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("spec.expose.hosts[1]: \"10.0.0.1\" must be a DNS name"), "{}", stderr(&o));
+    let o = run(&[&base[..], &["--host", "a.example.com,a.example.com"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is listed twice"), "{}", stderr(&o));
+}
+
+#[test]
 fn create_from_a_file_validates_every_document() {
     let dir = std::env::temp_dir().join(format!("cli-offline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.yaml");
     std::fs::write(
         &file,
-        "apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: ok}\nspec: {image: nginx}\n---\n\
-         apiVersion: lab.cloudlab.training/v1alpha1\nkind: Runner\nmetadata: {name: bad}\nspec: {image: nginx, replicas: 9}\n",
+        "apiVersion: lab.cloudlab.training/v1beta1\nkind: Runner\nmetadata: {name: ok}\nspec: {image: nginx}\n---\n\
+         apiVersion: lab.cloudlab.training/v1beta1\nkind: Runner\nmetadata: {name: bad}\nspec: {image: nginx, replicas: 9}\n",
     )
     .unwrap();
     let o = run(&["create", "-f", file.to_str().unwrap(), "--dry-run=client"]);

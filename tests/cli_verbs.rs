@@ -31,7 +31,8 @@ async fn make(
     host: Option<&str>,
     labels: &[(&str, &str)],
 ) {
-    let spec = RunnerSpec { host: host.map(String::from), ..RunnerSpec::new(image).replicas(replicas) };
+    let mut spec = RunnerSpec::new(image).replicas(replicas);
+    spec.expose.hosts = host.map(String::from).into_iter().collect();
     let mut r = create::from_flags(name, &ns.name, spec).unwrap();
     r.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     ns.api::<Runner>().create(&PostParams::default(), &r).await.expect("create Runner");
@@ -71,7 +72,7 @@ async fn get_templates_columns_and_sorting_print_the_same_bytes_as_kubectl() {
         vec!["-o", &jsonpath_file],
         vec![
             "-o",
-            "custom-columns=NAME:.metadata.name,IMAGE:.spec.image,HOST:.spec.host,LABELS:.metadata.labels",
+            "custom-columns=NAME:.metadata.name,IMAGE:.spec.image,HOSTS:.spec.expose.hosts,LABELS:.metadata.labels",
         ],
         vec!["-o", "custom-columns=N:{.metadata.name},R:spec.replicas", "--sort-by=.spec.replicas"],
         vec!["-o", "name", "--sort-by={.spec.image}"],

@@ -65,9 +65,13 @@ async fn a_port_change_by_merge_patch_leaves_exactly_one_port_on_each_child() {
     create(&ns, "web", spec(80)).await;
     oracle::wait_converged(&ns, "web", true, T, "created").await;
     let api = ns.api::<Runner>();
-    api.patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "port": 8080 } })))
-        .await
-        .unwrap();
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "expose": { "port": 8080 } } })),
+    )
+    .await
+    .unwrap();
     oracle::wait_converged(&ns, "web", true, T, "port 80 -> 8080").await;
     // And later changes still reach the children.
     api.patch(
@@ -103,7 +107,11 @@ async fn children_posted_by_an_earlier_version_are_migrated_and_converge() {
     ns.api::<Deployment>().create(&pp, &Deployments::desired(&r).unwrap()).await.unwrap();
     ns.api::<Service>().create(&pp, &Services::desired(&r).unwrap()).await.unwrap();
     ns.api::<Runner>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "port": 9090 } })))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "expose": { "port": 9090 } } })),
+        )
         .await
         .unwrap();
     let mgr = ManagerHandle::start(&ns.client, &ns.name);
@@ -170,7 +178,7 @@ async fn a_port_change_meeting_our_port_name_moved_by_someone_else_converges_wit
     let moved = json_patch(json!([{ "op": "replace", "path": "/spec/ports/0/port", "value": 81 }]));
     let pp = PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
     ns.api::<Service>().patch("web", &pp, &moved).await.unwrap();
-    let port = Patch::Merge(json!({ "spec": { "port": 9090 } }));
+    let port = Patch::Merge(json!({ "spec": { "expose": { "port": 9090 } } }));
     ns.api::<Runner>().patch("web", &PatchParams::default(), &port).await.unwrap();
     // Every Ready reason the Runner shows on the way.
     let reasons = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));

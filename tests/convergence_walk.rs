@@ -22,7 +22,7 @@ const STEPS: usize = 44;
 const T: Duration = Duration::from_secs(60);
 const IMAGES: &[&str] = &["nginx:1.27", "nginx:1.28", "httpd:2.4", "example/web:v3"];
 const PORTS: &[i32] = &[80, 8080, 9090, 3000];
-const HOSTS: &[Option<&str>] = &[None, Some("a.example.com"), Some("b.example.com")];
+const HOSTS: &[&[&str]] = &[&[], &["a.example.com"], &["b.example.com", "a.example.com"]];
 
 #[derive(Debug, Clone, Copy)]
 enum Writer {
@@ -39,8 +39,11 @@ fn next_spec(rng: &mut StdRng, from: &RunnerSpec) -> RunnerSpec {
         match rng.random_range(0..4) {
             0 => s.image = IMAGES[rng.random_range(0..IMAGES.len())].into(),
             1 => s.replicas = rng.random_range(1..=3),
-            2 => s.port = PORTS[rng.random_range(0..PORTS.len())],
-            _ => s.host = HOSTS[rng.random_range(0..HOSTS.len())].map(Into::into),
+            2 => s.expose.port = PORTS[rng.random_range(0..PORTS.len())],
+            _ => {
+                s.expose.hosts =
+                    HOSTS[rng.random_range(0..HOSTS.len())].iter().map(|h| h.to_string()).collect()
+            }
         }
     }
     s
@@ -52,28 +55,31 @@ async fn write(ns: &TestNs, writer: Writer, from: &RunnerSpec, to: &RunnerSpec) 
     let spec = serde_json::to_value(to).unwrap();
     match writer {
         Writer::Merge => {
-            // `kubectl patch --type=merge`: null removes the host.
+            // `kubectl patch --type=merge`: null removes the hosts.
             let mut p = spec.clone();
-            p["host"] = to.host.as_ref().map_or(Value::Null, |h| json!(h));
+            p["expose"]["hosts"] =
+                if to.expose.hosts.is_empty() { Value::Null } else { json!(to.expose.hosts) };
             api.patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": p }))).await.unwrap();
         }
         Writer::Json => {
             let mut ops = vec![
                 json!({ "op": "replace", "path": "/spec/image", "value": to.image }),
                 json!({ "op": "replace", "path": "/spec/replicas", "value": to.replicas }),
-                json!({ "op": "replace", "path": "/spec/port", "value": to.port }),
+                json!({ "op": "replace", "path": "/spec/expose/port", "value": to.expose.port }),
             ];
-            match (&from.host, &to.host) {
-                (_, Some(h)) => ops.push(json!({ "op": "add", "path": "/spec/host", "value": h })),
-                (Some(_), None) => ops.push(json!({ "op": "remove", "path": "/spec/host" })),
-                (None, None) => {}
+            match (from.expose.hosts.is_empty(), to.expose.hosts.is_empty()) {
+                (_, false) => {
+                    ops.push(json!({ "op": "add", "path": "/spec/expose/hosts", "value": to.expose.hosts }))
+                }
+                (false, true) => ops.push(json!({ "op": "remove", "path": "/spec/expose/hosts" })),
+                (true, true) => {}
             }
             let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
             api.patch("web", &PatchParams::default(), &Patch::<()>::Json(patch)).await.unwrap();
         }
         Writer::Apply => {
             // `kubectl apply --server-side`: the whole spec as one manager's intent.
-            let body = json!({ "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+            let body = json!({ "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
                                "metadata": { "name": "web" }, "spec": spec });
             api.patch("web", &PatchParams::apply("walk-apply").force(), &Patch::Apply(&body)).await.unwrap();
         }

@@ -113,6 +113,7 @@ fn entry(i: i64) -> Entry {
         replicas: 1,
         port: 80,
         host: None,
+        hosts: Vec::new(),
         orphaned: false,
     }
 }

@@ -296,7 +296,7 @@ async fn a_runner_deleted_just_now_with_no_manager_anywhere_is_stuck_without_wai
     let r = create_runner(&ns, "web", spec("nginx:1.27"), true).await;
     let child: Deployment = serde_json::from_value(json!({
         "metadata": { "name": "web", "ownerReferences": [{
-            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner", "name": "web",
+            "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner", "name": "web",
             "uid": r.uid().unwrap(), "controller": true }] },
         "spec": { "selector": { "matchLabels": { "app": "web" } },
                   "template": { "metadata": { "labels": { "app": "web" } },

@@ -277,12 +277,14 @@ async fn a_host_makes_an_ingress_and_removing_it_removes_the_ingress() {
     ensure_crd(&ns.client).await;
     let mgr = ManagerHandle::start(&ns.client, &ns.name);
     let api = ns.api::<Runner>();
-    create(&ns, "web", RunnerSpec { host: Some("web.example.test".into()), ..spec("nginx", 1) }).await;
+    create(&ns, "web", spec("nginx", 1).host("web.example.test")).await;
     let r = wait_ready(&ns, "web", 1).await;
     let ing = ns.api::<Ingress>().get("web").await.unwrap();
     assert!(is_controlled_by(&ing, &r));
     assert_eq!(r.status.unwrap().url.as_deref(), Some("http://web.example.test"));
-    api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"host": null}}))).await.unwrap();
+    api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"expose": {"hosts": null}}})))
+        .await
+        .unwrap();
     let ings = ns.api::<Ingress>();
     wait_gone(&ings, "web", "the Ingress to be deleted", T).await;
     mgr.stop_after_cleanup(&ns).await;
@@ -418,15 +420,18 @@ async fn invalid_specs_are_rejected_by_the_apiserver_naming_the_field() {
     let cases = [
         (json!({"image": "nginx", "replicas": 4}), "spec.replicas"),
         (json!({"image": "nginx", "replicas": 0}), "spec.replicas"),
-        (json!({"image": "nginx", "port": 70000}), "spec.port"),
+        (json!({"image": "nginx", "expose": {"port": 70000}}), "spec.expose.port"),
         (json!({"image": ""}), "spec.image"),
         (json!({"replicas": 1}), "spec.image"),
-        (json!({"image": "nginx", "host": "Bad_Host"}), "spec.host"),
+        (json!({"image": "nginx", "expose": {"hosts": ["Bad_Host"]}}), "spec.expose.hosts[0]"),
+        // Server-side apply refuses a repeat in a set before validation runs.
+        (json!({"image": "nginx", "expose": {"hosts": ["a.com", "a.com"]}}), "spec.expose.hosts: duplicate"),
+        (json!({"image": "nginx", "port": 80}), "port"),
         (json!({"image": "nginx", "colour": "blue"}), "colour"),
     ];
     for (i, (spec, field)) in cases.into_iter().enumerate() {
         let obj = json!({
-            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+            "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
             "metadata": { "name": format!("bad-{i}") }, "spec": spec,
         });
         // Strict field validation: unknown fields are errors, not warnings.

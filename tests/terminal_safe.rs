@@ -75,9 +75,10 @@ async fn image_rule_in_force(api: &Api<Runner>, in_force: bool) {
 /// Applies the CRD of the code without the rule on `spec.image`.
 async fn apply_crd_without_the_image_rule(client: &Client) {
     let mut crd = serde_json::to_value(kubectl_runner::manifests::runner_crd()).unwrap();
-    let image = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["image"];
-    image.as_object_mut().unwrap().remove("x-kubernetes-validations").expect("the CRD has an image rule");
+    for version in crd["spec"]["versions"].as_array_mut().unwrap() {
+        let image = &mut version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"];
+        image.as_object_mut().unwrap().remove("x-kubernetes-validations").expect("the CRD has an image rule");
+    }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.patch(CRD_NAME, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd)).await.unwrap();
 }
@@ -97,7 +98,7 @@ async fn hostile_event(ns: &TestNs, r: &Runner) {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let event: Event = serde_json::from_value(serde_json::json!({
         "metadata": { "name": "web.hostile" },
-        "involvedObject": { "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+        "involvedObject": { "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
                             "name": r.name_any(), "namespace": ns.name, "uid": r.uid() },
         "type": "Warning", "reason": "Pulled\u{1b}[5m", "source": { "component": "someone\u{7}" },
         "message": "pulling \u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}31m \u{202e}gnp.exe",

@@ -28,6 +28,9 @@ pub const HOST_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 /// so `010.0.0.1` is an IP to it, `256.0.0.1` is not). A host that matches
 /// [`HOST_PATTERN`] has no ':', so it can never be an IPv6 address.
 pub const IPV4_PATTERN: &str = r"^(0*(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}0*(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
+/// Most host names in v1beta1's `spec.expose.hosts`: each is an Ingress
+/// rule, and the bound keeps the CEL rule over them within its cost budget.
+pub const MAX_HOSTS: usize = 16;
 /// Longest image reference. Real ones are far shorter; the bound keeps one
 /// tenant's Runners from making a list page larger than the manager's memory.
 pub const MAX_IMAGE_LEN: usize = 512;
@@ -109,6 +112,12 @@ pub fn host_cel() -> Rule {
     Rule::new(format!("!self.matches(r'{IPV4_PATTERN}')")).message(HOST_NOT_IP)
 }
 
+/// CEL rule on v1beta1's `spec.expose.hosts`: [`host_cel`] for each item
+/// (the schema's item `pattern` already makes each a DNS-1123 subdomain).
+pub fn hosts_cel() -> Rule {
+    Rule::new(format!("self.all(h, !h.matches(r'{IPV4_PATTERN}'))")).message(HOST_NOT_IP)
+}
+
 /// CEL rule on `spec.image`; the schema's `maxLength` bounds its size. An
 /// image that does not change passes (`optionalOldSelf`, so the rule still
 /// runs on create): a Runner admitted before this rule existed can still be
@@ -141,16 +150,35 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Err(format!("metadata.name: {name:?} must be {}, because it names the Runner's Service", name_rule()))
 }
 
-/// The host checks of the schema: length, DNS-1123 subdomain, not an IP.
-pub fn check_host(host: &str) -> Result<(), String> {
+/// The host checks of the schema: length, DNS-1123 subdomain, not an IP;
+/// `field` names the host in the error (`spec.expose.hosts[0]`).
+pub fn check_host(field: &str, host: &str) -> Result<(), String> {
     if host.is_empty() || host.chars().count() > MAX_HOST_LEN || !HOST_RE.is_match(host) {
         return Err(format!(
-            "spec.host: {host:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', \
+            "{field}: {host:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', \
              each label starting and ending with a letter or digit, 1..={MAX_HOST_LEN} characters)"
         ));
     }
     if IPV4_RE.is_match(host) {
-        return Err(format!("spec.host: {host:?} {HOST_NOT_IP}; an Ingress routes host names"));
+        return Err(format!("{field}: {host:?} {HOST_NOT_IP}; an Ingress routes host names"));
+    }
+    Ok(())
+}
+
+/// The checks of v1beta1's `spec.expose.hosts`: at most [`MAX_HOSTS`]
+/// names, each a host ([`check_host`]), none twice (the list is a set).
+pub fn check_hosts(hosts: &[String]) -> Result<(), String> {
+    if hosts.len() > MAX_HOSTS {
+        return Err(format!(
+            "spec.expose.hosts: {} hosts is out of range; allowed 0..={MAX_HOSTS}",
+            hosts.len()
+        ));
+    }
+    for (i, host) in hosts.iter().enumerate() {
+        check_host(&format!("spec.expose.hosts[{i}]"), host)?;
+        if hosts[..i].contains(host) {
+            return Err(format!("spec.expose.hosts[{i}]: {host:?} is listed twice; each host once"));
+        }
     }
     Ok(())
 }
@@ -188,11 +216,11 @@ mod tests {
     #[test]
     fn hosts_must_be_dns_subdomains_of_at_most_253_characters() {
         for ok in ["a.example.com", "x", "a-b.c1", "web.example.com", &"a".repeat(MAX_HOST_LEN)] {
-            assert_eq!(check_host(ok), Ok(()), "{ok}");
+            assert_eq!(check_host("spec.host", ok), Ok(()), "{ok}");
         }
         for bad in ["", "A.com", "-a.com", "a..b", "a_b", "a.", "[::1]", "::1", &"a".repeat(MAX_HOST_LEN + 1)]
         {
-            let err = check_host(bad).unwrap_err();
+            let err = check_host("spec.host", bad).unwrap_err();
             assert!(err.starts_with("spec.host: ") && err.contains("1..=253"), "{err}");
         }
     }
@@ -200,13 +228,27 @@ mod tests {
     #[test]
     fn hosts_the_ingress_api_parses_as_ipv4_are_refused() {
         for ip in ["10.0.0.1", "0.0.0.0", "255.255.255.255", "010.0.0.1", "1.2.3.0004"] {
-            let err = check_host(ip).unwrap_err();
+            let err = check_host("spec.host", ip).unwrap_err();
             assert!(err.starts_with("spec.host: ") && err.contains(HOST_NOT_IP), "{err}");
         }
         // Not an address to the Ingress API, so a (strange) DNS name it accepts.
         for name in ["256.0.0.1", "1.2.3", "1.2.3.4.5", "1.2.3.4a", "a1.2.3.4"] {
-            assert_eq!(check_host(name), Ok(()), "{name}");
+            assert_eq!(check_host("spec.host", name), Ok(()), "{name}");
         }
+    }
+
+    #[test]
+    fn a_host_list_names_the_item_and_refuses_repeats_and_too_many() {
+        let hosts = |v: &[&str]| v.iter().map(|h| h.to_string()).collect::<Vec<_>>();
+        assert_eq!(check_hosts(&hosts(&["a.com", "b.com"])), Ok(()));
+        assert_eq!(check_hosts(&[]), Ok(()));
+        let err = check_hosts(&hosts(&["a.com", "10.0.0.1"])).unwrap_err();
+        assert!(err.starts_with("spec.expose.hosts[1]: \"10.0.0.1\""), "{err}");
+        let err = check_hosts(&hosts(&["a.com", "b.com", "a.com"])).unwrap_err();
+        assert!(err.starts_with("spec.expose.hosts[2]: \"a.com\" is listed twice"), "{err}");
+        let many: Vec<String> = (0..=MAX_HOSTS).map(|i| format!("h{i}.com")).collect();
+        let err = check_hosts(&many).unwrap_err();
+        assert!(err.starts_with("spec.expose.hosts: 17 hosts") && err.contains("0..=16"), "{err}");
     }
 
     #[test]
@@ -274,6 +316,7 @@ mod tests {
         assert!(name_cel().rule.contains(&format!("r'{NAME_PATTERN}'")));
         assert!(name_cel().rule.contains(&format!("<= {MAX_NAME_LEN}")));
         assert!(host_cel().rule.contains(&format!("r'{IPV4_PATTERN}'")));
+        assert!(hosts_cel().rule.contains(&format!("r'{IPV4_PATTERN}'")));
         assert!(image_cel().rule.contains(&format!("r'{IMAGE_PATTERN}'")));
         for p in [NAME_PATTERN, HOST_PATTERN, IPV4_PATTERN, IMAGE_PATTERN] {
             assert!(!p.contains('\''), "a quote would end the CEL raw string: {p}");

@@ -103,7 +103,7 @@ mod tests {
         let mut obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": api_version, "kind": kind,
             "metadata": { "name": "web", "namespace": "ns", "ownerReferences": [{
-                "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner", "name": "web", "uid": owner, "controller": true }] },
+                "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner", "name": "web", "uid": owner, "controller": true }] },
         }))
         .unwrap();
         if let (Some(o), serde_json::Value::Object(e)) = (obj.data.as_object_mut(), extra) {

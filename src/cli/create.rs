@@ -48,9 +48,10 @@ pub struct CreateArgs {
     /// Container port the Service forwards to (1..=65535).
     #[arg(long, default_value_t = DEFAULT_PORT, allow_negative_numbers = true)]
     pub port: i32,
-    /// Host name; makes an Ingress that routes it to the Service.
-    #[arg(long)]
-    pub host: Option<String>,
+    /// Host name; makes an Ingress that routes it to the Service. Repeat it
+    /// (or separate names with commas) for several (at most 16).
+    #[arg(long, value_delimiter = ',')]
+    pub host: Vec<String>,
     /// Requests of the container, e.g. cpu=100m,memory=64Mi.
     #[arg(long, value_name = "cpu=Q,memory=Q", value_parser = parse_amounts)]
     pub requests: Option<Amounts>,
@@ -179,10 +180,8 @@ pub async fn run(g: &Globals, a: CreateArgs) -> Result<u8> {
             from_manifests(&text, requested_ns.as_deref().unwrap_or(""))?
         }
         (None, Some(name), Some(image)) => {
-            let spec = RunnerSpec {
-                host: a.host.clone(),
-                ..RunnerSpec::new(image.clone()).replicas(a.replicas).port(a.port)
-            };
+            let mut spec = RunnerSpec::new(image.clone()).replicas(a.replicas).port(a.port);
+            spec.expose.hosts = a.host.clone();
             let spec = RunnerSpec { resources: resources(a.requests.clone(), a.limits.clone()), ..spec };
             let spec = RunnerSpec { pod_security: a.pod_security, ..spec };
             vec![from_flags(name, requested_ns.as_deref().unwrap_or(""), spec)?]

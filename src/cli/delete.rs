@@ -231,7 +231,7 @@ mod tests {
 
     fn runner(fins: &[&str]) -> Runner {
         serde_json::from_value(json!({
-            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+            "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
             "metadata": { "name": "web", "uid": "u1", "finalizers": fins },
             "spec": { "image": "nginx" },
         }))

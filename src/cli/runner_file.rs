@@ -9,6 +9,10 @@
 //! field anywhere says where: `spec.replicas: invalid type: string "two",
 //! expected an integer 1..=3, line 7`. Then names and specs are checked with
 //! the same rules as the CRD ([`crate::api::rules`]).
+//!
+//! A file written for v1alpha1 is read with v1alpha1's types (its errors
+//! name its fields) and converted by the webhook's own function
+//! ([`crate::api::conversion`]), so it creates the Runner it always did.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -18,7 +22,8 @@ use serde::de::IgnoredAny;
 use super::args::validate_name;
 use super::error::{Error, Result};
 use crate::api::{
-    MAX_HOST_LEN, MAX_IMAGE_LEN, MAX_PORT, MAX_REPLICAS, MIN_PORT, MIN_REPLICAS, Runner, RunnerSpec,
+    API_VERSION, MAX_HOST_LEN, MAX_IMAGE_LEN, MAX_PORT, MAX_REPLICAS, MIN_PORT, MIN_REPLICAS, Runner,
+    conversion, v1alpha1,
 };
 
 /// A Runner as a file may hold it. Every field is known, at the top level as
@@ -27,8 +32,8 @@ use crate::api::{
 /// output of `get -o yaml`, is accepted and ignored: the apiserver ignores it
 /// on create too.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Document {
+#[serde(rename_all = "camelCase", deny_unknown_fields, bound = "S: Deserialize<'de>")]
+struct Document<S> {
     // Checked in the first pass; present here so they are known fields.
     #[serde(rename = "apiVersion")]
     _api_version: IgnoredAny,
@@ -36,13 +41,13 @@ struct Document {
     _kind: IgnoredAny,
     #[serde(default)]
     metadata: ObjectMeta,
-    spec: RunnerSpec,
+    spec: S,
     #[serde(default, rename = "status")]
     _status: Option<IgnoredAny>,
 }
 
-/// Runners from YAML documents. Each must be a `Runner` of this group and
-/// version; unknown fields are rejected, a missing namespace becomes
+/// Runners from YAML documents. Each must be a `Runner` of this group, at
+/// a version the CRD serves; unknown fields are rejected, a missing namespace becomes
 /// `default_ns`, and every name and spec is validated.
 pub fn from_manifests(text: &str, default_ns: &str) -> Result<Vec<Runner>> {
     let mut runners = Vec::new();
@@ -54,23 +59,34 @@ pub fn from_manifests(text: &str, default_ns: &str) -> Result<Vec<Runner>> {
         }
         let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
         let kind = value.get("kind").and_then(|v| v.as_str()).unwrap_or("");
-        let want = Runner::api_version(&());
-        if kind != "Runner" || api_version != want {
+        let old = v1alpha1::Runner::api_version(&());
+        if kind != "Runner" || (api_version != API_VERSION && api_version != old) {
             return Err(at(format!(
-                "expected apiVersion {want}, kind Runner; got {api_version:?}, {kind:?}"
+                "expected apiVersion {API_VERSION} (or {old}), kind Runner; got {api_version:?}, {kind:?}"
             )));
         }
         // The second pass: this same document again, now with positions.
-        let doc = serde_yaml::Deserializer::from_str(text)
-            .nth(i)
-            .ok_or_else(|| at("is gone on the second read".into()))?;
-        let parsed: Document =
-            serde_path_to_error::deserialize(doc).map_err(|e| Error::Invalid(located(i, &e)))?;
-        let name = parsed.metadata.name.clone().ok_or_else(|| at("metadata.name is required".into()))?;
+        let doc = || serde_yaml::Deserializer::from_str(text).nth(i).ok_or_else(|| at("is gone".into()));
+        let located = |e: serde_path_to_error::Error<serde_yaml::Error>| Error::Invalid(located(i, &e));
+        let mut r = if api_version == old {
+            let parsed: Document<v1alpha1::RunnerSpec> =
+                serde_path_to_error::deserialize(doc()?).map_err(located)?;
+            let mut r = v1alpha1::Runner::new("", parsed.spec);
+            r.metadata = parsed.metadata;
+            let json = serde_json::to_value(&r).map_err(|e| at(e.to_string()))?;
+            let new = conversion::convert(&json, API_VERSION).map_err(at)?;
+            serde_json::from_value::<Runner>(new).map_err(|e| at(e.to_string()))?
+        } else {
+            let parsed: Document<crate::api::RunnerSpec> =
+                serde_path_to_error::deserialize(doc()?).map_err(located)?;
+            let mut r = Runner::new("", parsed.spec);
+            r.metadata = parsed.metadata;
+            r
+        };
+        let name = r.metadata.name.clone().ok_or_else(|| at("metadata.name is required".into()))?;
         validate_name(&name).map_err(|e| at(e.to_string()))?;
-        parsed.spec.validate().map_err(|e| at(format!("{name}: {e}")))?;
-        let mut r = Runner::new(&name, parsed.spec);
-        r.metadata = parsed.metadata;
+        let in_file = |e: String| if api_version == old { in_v1alpha1_words(&e) } else { e };
+        r.spec.validate().map_err(|e| at(format!("{name}: {}", in_file(e))))?;
         r.metadata.namespace.get_or_insert_with(|| default_ns.to_string());
         runners.push(r);
     }
@@ -78,6 +94,11 @@ pub fn from_manifests(text: &str, default_ns: &str) -> Result<Vec<Runner>> {
         return Err(Error::Invalid("the file holds no Runner".into()));
     }
     Ok(runners)
+}
+
+/// A v1beta1 field path in a refusal as a v1alpha1 file spells it.
+fn in_v1alpha1_words(refusal: &str) -> String {
+    refusal.replacen("spec.expose.port", "spec.port", 1).replacen("spec.expose.hosts[0]", "spec.host", 1)
 }
 
 /// `path: message, line N`: the path from `serde_path_to_error`, serde_yaml's
@@ -112,9 +133,12 @@ fn located(doc: usize, e: &serde_path_to_error::Error<serde_yaml::Error>) -> Str
 fn allowed(path: &str) -> Option<String> {
     match path {
         "spec.replicas" => Some(format!("an integer {MIN_REPLICAS}..={MAX_REPLICAS}")),
-        "spec.port" => Some(format!("an integer {MIN_PORT}..={MAX_PORT}")),
+        "spec.port" | "spec.expose.port" => Some(format!("an integer {MIN_PORT}..={MAX_PORT}")),
         "spec.image" => Some(format!("a string of 1..={MAX_IMAGE_LEN} characters")),
         "spec.host" => Some(format!("a DNS name of at most {MAX_HOST_LEN} characters")),
+        p if p.starts_with("spec.expose.hosts[") => {
+            Some(format!("a DNS name of at most {MAX_HOST_LEN} characters"))
+        }
         _ => None,
     }
 }
@@ -214,6 +238,35 @@ mod tests {
         assert!(err.contains("spec.host: \"10.0.0.1\" must be a DNS name, not an IP address"), "{err}");
         let err = refusal("metadata: {}\nspec: {image: nginx}\n");
         assert!(err.contains("metadata.name is required"), "{err}");
+    }
+
+    const BETA: &str = "apiVersion: lab.cloudlab.training/v1beta1\nkind: Runner\n";
+
+    #[test]
+    fn a_v1alpha1_file_makes_the_runner_its_v1beta1_twin_makes() {
+        let old = from_manifests(
+            &format!("{HEAD}metadata: {{name: a}}\nspec: {{image: nginx, port: 8080, host: a.com}}\n"),
+            "d",
+        );
+        let new = format!(
+            "{BETA}metadata: {{name: a}}\nspec: {{image: nginx, expose: {{port: 8080, hosts: [a.com]}}}}\n"
+        );
+        let new = from_manifests(&new, "d").unwrap();
+        assert_eq!(old.unwrap(), new);
+        assert_eq!(new[0].spec.expose.hosts, ["a.com"]);
+    }
+
+    #[test]
+    fn a_v1beta1_file_names_its_own_fields() {
+        let err = message(&format!(
+            "{BETA}metadata: {{name: a}}\nspec: {{image: nginx, expose: {{hosts: [a.com, 10.0.0.1]}}}}\n"
+        ));
+        assert!(err.contains("spec.expose.hosts[1]: \"10.0.0.1\" must be a DNS name"), "{err}");
+        let err =
+            message(&format!("{BETA}metadata: {{name: a}}\nspec:\n  image: nginx\n  expose: {{port: x}}\n"));
+        assert!(err.starts_with("spec.expose.port: invalid type") && err.contains("1..=65535"), "{err}");
+        let err = message(&format!("{BETA}metadata: {{name: a}}\nspec: {{image: nginx, port: 80}}\n"));
+        assert!(err.starts_with("spec.port: unknown field `port`"), "{err}");
     }
 
     #[test]

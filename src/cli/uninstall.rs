@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn uninstall_refuses_while_runners_exist_and_lists_them() {
         let r: Runner = serde_json::from_value(serde_json::json!({
-            "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+            "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
             "metadata": { "name": "web", "namespace": "team" }, "spec": { "image": "nginx" } }))
         .unwrap();
         let msg = refusal(std::slice::from_ref(&r), false).unwrap().to_string();

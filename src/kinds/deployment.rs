@@ -47,7 +47,7 @@ impl ChildKind for Deployments {
             image: Some(spec.image.clone()),
             ports: Some(vec![ContainerPort {
                 name: Some("http".into()),
-                container_port: spec.port,
+                container_port: spec.expose.port,
                 protocol: Some("TCP".into()),
                 ..Default::default()
             }]),
@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(spec.selector.match_labels.unwrap()[RUNNER_UID_LABEL], "uid-1");
         let c = &spec.template.spec.as_ref().unwrap().containers[0];
         assert_eq!(c.image.as_deref(), Some(r.spec.image.as_str()));
-        assert_eq!(c.ports.as_ref().unwrap()[0].container_port, r.spec.port);
+        assert_eq!(c.ports.as_ref().unwrap()[0].container_port, r.spec.expose.port);
         let v = as_json(&desired(&r));
         assert_eq!((v["apiVersion"].as_str(), v["kind"].as_str()), (Some("apps/v1"), Some("Deployment")));
         assert!(v.get("status").is_none() && v["spec"].get("strategy").is_none(), "only our fields: {v}");

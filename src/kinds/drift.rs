@@ -344,7 +344,7 @@ mod tests {
 
     #[test]
     fn another_owner_reference_with_our_runners_name_is_someone_elses() {
-        let ours = json!({ "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner", "name": "web", "uid": "u2", "controller": true });
+        let ours = json!({ "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner", "name": "web", "uid": "u2", "controller": true });
         let theirs = json!({ "apiVersion": "v1", "kind": "ConfigMap", "name": "web", "uid": "c1" });
         let want = json!({ "metadata": { "ownerReferences": [ours.clone()] } });
         let live = json!({ "metadata": { "ownerReferences": [theirs, ours] } });

@@ -1,4 +1,4 @@
-//! The Ingress: routes `spec.host` (path `/`, Prefix) to the Service. Only
+//! The Ingress: routes each of `spec.expose.hosts` (path `/`, Prefix) to the Service. Only
 //! with a host; removing the host removes it.
 
 use k8s_openapi::api::networking::v1::{
@@ -18,16 +18,19 @@ impl ChildKind for Ingresses {
     /// The full type, trimmed: its spec is all ours and small.
     type View = Ingress;
     const SHORT: &'static str = "ing";
-    const WHY: &'static str = "create, repair and delete the Runner's Ingress when spec.host is set";
+    const WHY: &'static str = "create, repair and delete the Runner's Ingress when spec.expose.hosts is set";
     // Ingress rules: listType=atomic.
     const WHEN: &'static str = "with a host";
     const MERGE: &'static [(&'static [&'static str], Merge)] = &[(&["spec", "rules"], Merge::Atomic)];
 
     fn desired(runner: &Runner) -> Option<Ingress> {
-        let host = runner.spec.host.as_ref()?;
+        let hosts = &runner.spec.expose.hosts;
+        if hosts.is_empty() {
+            return None;
+        }
         let backend = IngressServiceBackend {
             name: runner.name_any(),
-            port: Some(ServiceBackendPort { number: Some(runner.spec.port), ..Default::default() }),
+            port: Some(ServiceBackendPort { number: Some(runner.spec.expose.port), ..Default::default() }),
         };
         let path = HTTPIngressPath {
             path: Some("/".into()),
@@ -37,10 +40,15 @@ impl ChildKind for Ingresses {
         Some(Ingress {
             metadata: meta::metadata(runner),
             spec: Some(IngressSpec {
-                rules: Some(vec![IngressRule {
-                    host: Some(host.clone()),
-                    http: Some(HTTPIngressRuleValue { paths: vec![path] }),
-                }]),
+                rules: Some(
+                    hosts
+                        .iter()
+                        .map(|host| IngressRule {
+                            host: Some(host.clone()),
+                            http: Some(HTTPIngressRuleValue { paths: vec![path.clone()] }),
+                        })
+                        .collect(),
+                ),
                 ..Default::default()
             }),
             status: None,
@@ -85,7 +93,7 @@ mod tests {
         assert_eq!(i["spec"]["rules"][0]["host"], "web.example.com");
         assert_eq!(i["spec"]["rules"][0]["http"]["paths"][0]["pathType"], "Prefix");
         assert_eq!(i["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["port"]["number"], 8080);
-        r.spec.host = None;
+        r.spec.expose.hosts.clear();
         assert!(Ingresses::desired(&r).is_none());
     }
 
@@ -101,6 +109,9 @@ mod tests {
         let mut facts = Facts::default();
         Ingresses::facts(&i, &r, &mut facts);
         assert!(facts.routed);
-        assert_eq!(Ingresses::state(&i), "hosts web.example.com");
+        assert_eq!(Ingresses::state(&i), "hosts web.example.com,www.example.com");
+        let rules = want.spec.unwrap().rules.unwrap();
+        assert_eq!(rules.len(), 2, "a rule per host");
+        assert!(rules.iter().all(|r| r.http == rules[0].http), "each to the Service's port");
     }
 }

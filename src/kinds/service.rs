@@ -26,7 +26,7 @@ impl ChildKind for Services {
     ];
 
     fn desired(runner: &Runner) -> Option<Service> {
-        let port = runner.spec.port;
+        let port = runner.spec.expose.port;
         Some(Service {
             metadata: meta::metadata(runner),
             spec: Some(ServiceSpec {

@@ -146,7 +146,7 @@ mod tests {
         ObjectMeta {
             owner_references: owner_uid.map(|uid| {
                 vec![OwnerReference {
-                    api_version: "lab.cloudlab.training/v1alpha1".into(),
+                    api_version: "lab.cloudlab.training/v1beta1".into(),
                     kind: "Runner".into(),
                     name: "web".into(),
                     uid: uid.into(),

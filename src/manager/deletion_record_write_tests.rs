@@ -13,7 +13,7 @@ use super::reconcile_tests::{Handle, answer, conflict, context, record_created, 
 use crate::api::FINALIZER;
 
 const RECORD: &str = "/api/v1/namespaces/team/configmaps/runner-deletions";
-const RUNNER: &str = "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web";
+const RUNNER: &str = "/apis/lab.cloudlab.training/v1beta1/namespaces/team/runners/web";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/team/events";
 
 /// Our record with `keys`, at `version`.

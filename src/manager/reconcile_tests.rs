@@ -58,7 +58,7 @@ async fn a_runner_without_the_finalizer_gets_exactly_one_patch_adding_it() {
     let body = expect(
         &mut handle,
         "PATCH",
-        "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web",
+        "/apis/lab.cloudlab.training/v1beta1/namespaces/team/runners/web",
         reply,
     )
     .await;
@@ -89,7 +89,7 @@ async fn a_deleted_runner_with_no_children_left_removes_only_its_finalizer_then_
     let patch = expect(
         &mut handle,
         "PATCH",
-        "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web",
+        "/apis/lab.cloudlab.training/v1beta1/namespaces/team/runners/web",
         reply,
     )
     .await;
@@ -209,7 +209,7 @@ async fn status_is_written_with_a_json_patch_guarded_by_uid_and_generation() {
     let patch = expect(
         &mut handle,
         "PATCH",
-        "/apis/lab.cloudlab.training/v1alpha1/namespaces/team/runners/web/status",
+        "/apis/lab.cloudlab.training/v1beta1/namespaces/team/runners/web/status",
         reply,
     )
     .await;
@@ -322,10 +322,10 @@ async fn a_posted_child_whose_apply_must_remove_a_field_is_taken_over_then_appli
     r.spec.replicas = 1;
     // Posted with port 80 (our Update entry owns that container port); the
     // Runner now says 8080, and an apply alone could not remove port 80.
-    r.spec.port = 8080;
+    r.spec.expose.port = 8080;
     let before = {
         let mut b = r.clone();
-        b.spec.port = 80;
+        b.spec.expose.port = 80;
         b
     };
     let mut d = our_deployment(&before);

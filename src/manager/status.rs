@@ -155,13 +155,14 @@ pub fn merge_conditions(old: &[Condition], new: Vec<Condition>, now: &Time) -> V
         .collect()
 }
 
-/// `http://<host>` with an Ingress, else the in-cluster Service URL.
+/// `http://<first host>` with an Ingress, else the in-cluster Service URL.
 pub fn url(runner: &Runner, ingress: bool) -> String {
-    match (&runner.spec.host, ingress) {
+    match (runner.spec.first_host(), ingress) {
         (Some(host), true) => format!("http://{host}"),
         _ => {
             let ns = runner.namespace().unwrap_or_default();
-            let port = if runner.spec.port == 80 { String::new() } else { format!(":{}", runner.spec.port) };
+            let port = runner.spec.expose.port;
+            let port = if port == 80 { String::new() } else { format!(":{port}") };
             format!("http://{}.{ns}.svc.cluster.local{port}", runner.name_any())
         }
     }
@@ -369,9 +370,9 @@ mod tests {
     fn url_is_the_host_with_an_ingress_else_the_service() {
         let mut r = runner(1);
         assert_eq!(url(&r, false), "http://web.team.svc.cluster.local");
-        r.spec.host = Some("web.example.com".into());
+        r.spec.expose.hosts = vec!["web.example.com".into()];
         assert_eq!(url(&r, true), "http://web.example.com");
-        r.spec.port = 8080;
+        r.spec.expose.port = 8080;
         assert_eq!(url(&r, false), "http://web.team.svc.cluster.local:8080");
     }
 }

@@ -37,8 +37,8 @@ pub async fn check(ns: &TestNs, name: &str, exact: bool) -> Result<Runner, Strin
         return Err(format!("image {:?}, spec {}", c.image, spec.image));
     }
     let ports: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
-    if !ports.contains(&spec.port) || (exact && (ports.len() != 1 || pod.containers.len() != 1)) {
-        return Err(format!("container ports {ports:?}, spec port {}", spec.port));
+    if !ports.contains(&spec.expose.port) || (exact && (ports.len() != 1 || pod.containers.len() != 1)) {
+        return Err(format!("container ports {ports:?}, spec port {}", spec.expose.port));
     }
     let s = ns.api::<Service>().get_opt(name).await.map_err(|e| e.to_string())?.ok_or("no Service")?;
     if ownership(&s.metadata, &uid) != Ownership::Ours {
@@ -54,29 +54,32 @@ pub async fn check(ns: &TestNs, name: &str, exact: bool) -> Result<Runner, Strin
     let sports: Vec<(Option<String>, i32)> =
         s.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| (p.name.clone(), p.port)).collect();
     let http: Vec<_> = sports.iter().filter(|(n, _)| n.as_deref() == Some("http")).collect();
-    if http.len() != 1 || http[0].1 != spec.port || (exact && sports.len() != 1) {
-        return Err(format!("Service ports {sports:?}, spec port {}", spec.port));
+    if http.len() != 1 || http[0].1 != spec.expose.port || (exact && sports.len() != 1) {
+        return Err(format!("Service ports {sports:?}, spec port {}", spec.expose.port));
     }
     let ing = ns.api::<Ingress>().get_opt(name).await.map_err(|e| e.to_string())?;
     let ing = ing.filter(|i| i.metadata.deletion_timestamp.is_none());
-    match (&spec.host, &ing) {
-        (None, Some(_)) => return Err("an Ingress without a host".into()),
-        (Some(h), None) => return Err(format!("no Ingress for host {h}")),
-        (Some(h), Some(i)) => {
-            let rule =
-                i.spec.as_ref().and_then(|s| s.rules.as_ref()).and_then(|r| r.first()).ok_or("no rule")?;
-            let port = rule
-                .http
-                .as_ref()
-                .and_then(|h| h.paths.first())
-                .and_then(|p| p.backend.service.as_ref())
-                .and_then(|s| s.port.as_ref())
-                .and_then(|p| p.number);
-            if rule.host.as_deref() != Some(h.as_str()) || port != Some(spec.port) {
-                return Err(format!("Ingress rule {:?} -> {port:?}, spec {h} -> {}", rule.host, spec.port));
+    let hosts = &spec.expose.hosts;
+    match (hosts.is_empty(), &ing) {
+        (true, Some(_)) => return Err("an Ingress without a host".into()),
+        (false, None) => return Err(format!("no Ingress for hosts {hosts:?}")),
+        (false, Some(i)) => {
+            // One rule per host, in the spec's order, each to the port.
+            let rules = i.spec.as_ref().and_then(|s| s.rules.clone()).unwrap_or_default();
+            let routed: Vec<(Option<String>, Option<i32>)> = rules
+                .iter()
+                .map(|rule| {
+                    let path = rule.http.as_ref().and_then(|h| h.paths.first());
+                    let port = path.and_then(|p| p.backend.service.as_ref()?.port.as_ref()?.number);
+                    (rule.host.clone(), port)
+                })
+                .collect();
+            let want: Vec<_> = hosts.iter().map(|h| (Some(h.clone()), Some(spec.expose.port))).collect();
+            if routed != want {
+                return Err(format!("Ingress rules {routed:?}, spec {want:?}"));
             }
         }
-        (None, None) => {}
+        (true, None) => {}
     }
     // A budget of one Pod from 2 replicas, none below: the rule written out
     // here, not read from the code under test.

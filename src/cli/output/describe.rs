@@ -61,8 +61,9 @@ pub fn describe(d: &Description, now: Timestamp) -> String {
     o.line("Spec:");
     o.kv(2, "Image", &r.spec.image);
     o.kv(2, "Replicas", r.spec.replicas.to_string());
-    o.kv(2, "Port", r.spec.port.to_string());
-    o.kv(2, "Host", r.spec.host.clone().unwrap_or_else(none));
+    o.kv(2, "Port", r.spec.expose.port.to_string());
+    let hosts = r.spec.expose.hosts.join(", ");
+    o.kv(2, "Hosts", if hosts.is_empty() { none() } else { hosts });
     o.line("Status:");
     if r.status.is_none() {
         o.line("  <none> (no manager has reconciled this Runner yet; see `kubectl runner diagnose`)");

@@ -24,7 +24,7 @@ struct Items<'a> {
 
 /// The table, oldest deletion first within each namespace.
 pub fn table(items: &[Deleted], namespace_column: bool, now: Timestamp) -> String {
-    let mut header = vec!["NAME", "IMAGE", "REPLICAS", "PORT", "HOST", "CHILDREN", "DELETED", "UID"];
+    let mut header = vec!["NAME", "IMAGE", "REPLICAS", "PORT", "HOSTS", "CHILDREN", "DELETED", "UID"];
     if namespace_column {
         header.insert(0, "NAMESPACE");
     }
@@ -35,7 +35,9 @@ pub fn table(items: &[Deleted], namespace_column: bool, now: Timestamp) -> Strin
             Safe::new(&e.image),
             e.replicas.to_string().into(),
             e.port.to_string().into(),
-            Safe::new(e.host.as_deref().unwrap_or("<none>")),
+            Safe::new(
+                Some(e.all_hosts().join(",")).filter(|h| !h.is_empty()).unwrap_or_else(|| "<none>".into()),
+            ),
             if e.orphaned { "orphaned" } else { "deleted" }.into(),
             age_of(Some(&e.deleted_at.0), now).into(),
             Safe::new(&e.uid),
@@ -98,6 +100,7 @@ mod tests {
                 replicas: 3,
                 port: 8080,
                 host: None,
+                hosts: Vec::new(),
                 orphaned: true,
             },
         }
@@ -110,7 +113,7 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[0].split_whitespace().collect::<Vec<_>>(),
-            ["NAMESPACE", "NAME", "IMAGE", "REPLICAS", "PORT", "HOST", "CHILDREN", "DELETED", "UID"]
+            ["NAMESPACE", "NAME", "IMAGE", "REPLICAS", "PORT", "HOSTS", "CHILDREN", "DELETED", "UID"]
         );
         assert_eq!(
             lines[1].split_whitespace().collect::<Vec<_>>(),

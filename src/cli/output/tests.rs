@@ -16,11 +16,11 @@ fn now() -> Timestamp {
 
 fn runner(ns: &str, name: &str, status: serde_json::Value) -> Runner {
     serde_json::from_value(json!({
-        "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+        "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
         "metadata": { "name": name, "namespace": ns, "uid": format!("uid-{name}"), "generation": 1,
                       "creationTimestamp": "2024-01-01T00:55:00Z",
                       "managedFields": [{ "manager": "x", "operation": "Update" }] },
-        "spec": { "image": "nginx:1.27", "replicas": 2, "port": 80 },
+        "spec": { "image": "nginx:1.27", "replicas": 2, "expose": { "port": 80 } },
         "status": status,
     }))
     .unwrap()

@@ -203,25 +203,33 @@ fn ingress_finding(rs: &RunnerState) -> Option<Finding> {
     let hosts = crate::kinds::ingress::hosts(&ing).unwrap_or_default();
     let ns = rs.runner.namespace().unwrap_or_default();
     let name = rs.runner.name_any();
-    match &rs.runner.spec.host {
-        None => Some(
+    let want = &rs.runner.spec.expose.hosts;
+    if want.is_empty() {
+        return Some(
             Finding::warning(
                 Code::IngressWithoutHost,
                 runner_ref(rs),
-                format!("Ingress {ns}/{name} still exists although spec.host is unset"),
+                format!("Ingress {ns}/{name} still exists although spec.expose.hosts is unset"),
             )
-            .evidence("the manager deletes the Ingress when the host is removed; it has not (yet)"),
-        ),
-        Some(h) if !hosts.split(',').any(|x| x == h) => Some(
+            .evidence("the manager deletes the Ingress when the hosts are removed; it has not (yet)"),
+        );
+    }
+    let routed: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
+    if routed != *want {
+        return Some(
             Finding::warning(
                 Code::IngressHostMismatch,
                 runner_ref(rs),
-                format!("Ingress {ns}/{name} routes {}, not spec.host {h}", hosts.replace(',', ", ")),
+                format!(
+                    "Ingress {ns}/{name} routes {}, not spec.expose.hosts {}",
+                    if routed.is_empty() { "no host".into() } else { routed.join(", ") },
+                    want.join(", ")
+                ),
             )
-            .evidence("the manager has not applied the latest host"),
-        ),
-        Some(_) => None,
+            .evidence("the manager has not applied the latest hosts"),
+        );
     }
+    None
 }
 
 fn runner_condition<'a>(

@@ -27,7 +27,7 @@ fn child_rules() {
         ),
         (
             "host without Ingress",
-            |s| s.runners[0].runner.spec.host = Some("a.example".into()),
+            |s| s.runners[0].runner.spec.expose.hosts = vec!["a.example".into()],
             &[Code::ChildMissing],
         ),
         (
@@ -38,7 +38,15 @@ fn child_rules() {
         (
             "Ingress for another host",
             |s| {
-                s.runners[0].runner.spec.host = Some("b.example".into());
+                s.runners[0].runner.spec.expose.hosts = vec!["b.example".into()];
+                fixtures::set_child(&mut s.runners[0], fixtures::ingress("a.example"));
+            },
+            &[Code::IngressHostMismatch],
+        ),
+        (
+            "Ingress for the first of two hosts",
+            |s| {
+                s.runners[0].runner.spec.expose.hosts = vec!["a.example".into(), "b.example".into()];
                 fixtures::set_child(&mut s.runners[0], fixtures::ingress("a.example"));
             },
             &[Code::IngressHostMismatch],

@@ -29,16 +29,16 @@ pub fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
 }
 
 pub fn owner(uid: &str) -> Value {
-    json!([{ "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner", "name": NAME,
+    json!([{ "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner", "name": NAME,
              "uid": uid, "controller": true, "blockOwnerDeletion": true }])
 }
 
 pub fn runner() -> Runner {
     from(json!({
-        "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+        "apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
         "metadata": { "name": NAME, "namespace": NS, "uid": UID, "generation": 1, "resourceVersion": "10",
                       "creationTimestamp": ago(3600), "finalizers": [crate::api::FINALIZER] },
-        "spec": { "image": "nginx:1.27", "replicas": 1, "port": 80 },
+        "spec": { "image": "nginx:1.27", "replicas": 1, "expose": { "port": 80 } },
         "status": { "observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "phase": "Available",
                     "conditions": [
                         { "type": "Ready", "status": "True", "reason": "Available", "message": "1/1 ready",

@@ -56,7 +56,7 @@ fn a_replicas_fight_with_the_manager_points_at_the_runners_scale_subresource() {
     assert!(f.evidence.iter().any(|e| e.starts_with("kubectl-runner is the Runner's manager")), "{f:#?}");
     let fix = f.fix.as_deref().unwrap();
     assert!(fix.contains("kubectl scale runner/web --replicas=N -n app"), "{fix}");
-    assert!(fix.contains("apiVersion lab.cloudlab.training/v1alpha1, kind Runner"), "{fix}");
+    assert!(fix.contains("apiVersion lab.cloudlab.training/v1beta1, kind Runner"), "{fix}");
     let counts = f.writes.as_ref().unwrap();
     assert_eq!((counts.writes, counts.handovers, counts.per_minute), (40, Some(39), 120.0));
     assert_eq!(

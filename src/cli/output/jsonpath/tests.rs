@@ -36,14 +36,14 @@ fn doc() -> Value {
 /// Two Runners as `kubectl get runners` hands them to the template.
 fn runners() -> Value {
     json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [
-        {"apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+        {"apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
          "metadata": {"name": "web", "namespace": "team", "labels": {"team": "web", "tier": "front"}},
-         "spec": {"image": "nginx:1.27", "replicas": 2, "port": 80},
+         "spec": {"image": "nginx:1.27", "replicas": 2, "expose": {"port": 80}},
          "status": {"phase": "Available", "readyReplicas": 2,
                     "conditions": [{"type": "Ready", "status": "True", "reason": "MinimumReplicasAvailable"}]}},
-        {"apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+        {"apiVersion": "lab.cloudlab.training/v1beta1", "kind": "Runner",
          "metadata": {"name": "api", "namespace": "team"},
-         "spec": {"image": "ghcr.io/x/api:2", "replicas": 1, "port": 8080, "host": "api.example.com"}}]})
+         "spec": {"image": "ghcr.io/x/api:2", "replicas": 1, "expose": {"port": 8080, "hosts": ["api.example.com"]}}}]})
 }
 
 fn run(data: &Value, template: &str) -> Result<String, Fails> {
@@ -140,8 +140,8 @@ const RUNNER_CASES: &[Case] = &[
     ("{.items[?(@.status.phase==\"Available\")].metadata.name}", Ok("web")),
     ("{.items[*].status.conditions[?(@.type==\"Ready\")].status}", Ok("True")),
     ("{.items[0].metadata.labels}", Ok("{\"team\":\"web\",\"tier\":\"front\"}")),
-    ("{.items[*].spec}", Ok("{\"image\":\"nginx:1.27\",\"port\":80,\"replicas\":2} {\"host\":\"api.example.com\",\"image\":\"ghcr.io/x/api:2\",\"port\":8080,\"replicas\":1}")),
-    ("{.items[*].spec.host}", Ok("api.example.com")),
+    ("{.items[*].spec}", Ok("{\"expose\":{\"port\":80},\"image\":\"nginx:1.27\",\"replicas\":2} {\"expose\":{\"hosts\":[\"api.example.com\"],\"port\":8080},\"image\":\"ghcr.io/x/api:2\",\"replicas\":1}")),
+    ("{.items[*].spec.expose.hosts[0]}", Ok("api.example.com")),
     ("{.items[*].metadata.labels.team}", Ok("web")),
     ("{.metadata}", Ok("{\"resourceVersion\":\"\"}")),
     ("{.items[1].status}", Ok("")),
