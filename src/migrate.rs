@@ -40,7 +40,6 @@ use crate::api::GROUP;
 use crate::error::ApiError;
 
 pub mod access;
-pub mod convert;
 pub mod crd;
 pub mod preflight;
 pub mod rewrite;

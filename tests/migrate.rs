@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kubectl_runner::migrate::{self, Plan, Prune, crd, rewrite};
+use kubectl_runner::migrate::{Plan, Prune, crd, rewrite};
 use migrate_support::{
     CRD_LOCK, create_old, install_old_crd, stored_api_version, stored_versions, upgrade_crd,
 };
@@ -198,31 +198,35 @@ async fn a_crd_changed_during_the_run_is_not_pruned() {
     assert_eq!(stored_versions(&ns.client).await, ["v1beta1"], "pruned by the rerun");
 }
 
+/// A v1alpha1 client that removed `spec.host` removed every host, but the
+/// annotation listing the others stays on the stored v1alpha1 object; the
+/// conversion drops it on the way to v1beta1, and the preflight says so.
 #[tokio::test]
 async fn the_preflight_refuses_naming_the_runner_and_the_field_and_writes_nothing() {
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("migrate-refuse").await;
     install_old_crd(&ns.client).await;
     create_old(&ns, "fine", 1).await;
-    create_old(&ns, "lossy", 2).await;
+    create_old(&ns, "lossy", 1).await;
+    let old: Api<DynamicObject> =
+        Api::namespaced_with(ns.client.clone(), &ns.name, &crd::resource("v1alpha1"));
+    let key = kubectl_runner::api::conversion::EXTRA_HOSTS_ANNOTATION;
+    let envelope = serde_json::json!({ "hosts": ["b.example"] }).to_string();
+    let patch = Patch::Merge(serde_json::json!({ "metadata": { "annotations": { key: envelope } } }));
+    old.patch("lossy", &PatchParams::default(), &patch).await.expect("annotate");
     upgrade_crd(&ns.client).await;
-    let plan = Plan::from_crd(&crd::read(&ns.client).await.unwrap()).unwrap();
-    // A conversion that cannot hold two replicas, as a careless new version could.
-    let lossy = |o: &serde_json::Value, to: &str| {
-        let mut o = migrate::convert::convert(o, to)?;
-        if to.ends_with("/v1beta1") && o["spec"]["replicas"] == 2 {
-            o["spec"]["replicas"] = serde_json::json!(1);
-        }
-        Ok(o)
-    };
-    let err = crd::preflight(&ns.client, &plan, lossy, &mut |_| {}).await.unwrap_err();
-    let migrate::Error::Refused(refusal) = err else { panic!("{err}") };
-    assert_eq!((refusal.namespace.as_str(), refusal.name.as_str()), (ns.name.as_str(), "lossy"));
-    assert_eq!(refusal.field, "spec.replicas");
-    assert!(refusal.to_string().contains("spec.replicas was 2, becomes 1"), "{refusal}");
+
+    let o = cli(&["migrate", "--no-storage-version-migration"]).await;
+    assert_eq!(o.status.code(), Some(1), "stdout: {}\nstderr: {}", out(&o), err(&o));
+    let e = err(&o);
+    let runner = format!("Runner {}/lossy would not survive the migration", ns.name);
+    for want in [runner.as_str(), "metadata.annotations was", "b.example", "nothing was rewritten"] {
+        assert!(e.contains(want), "{want:?} in {e}");
+    }
     for name in ["fine", "lossy"] {
         assert_eq!(stored_api_version(&ns.name, name).await, "lab.cloudlab.training/v1alpha1", "{name}");
     }
+    assert_eq!(stored_versions(&ns.client).await, ["v1alpha1", "v1beta1"]);
 }
 
 #[tokio::test]

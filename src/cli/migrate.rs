@@ -83,7 +83,7 @@ pub async fn run(g: &Globals, a: MigrateArgs) -> Result<u8> {
     }
 
     let spinner = Progress::spinner("preflight: reading Runners at the old version(s)");
-    let checked = crd::preflight(client, &plan, migrate::convert::convert, &mut |n| {
+    let checked = crd::preflight(client, &plan, crate::api::conversion::convert, &mut |n| {
         spinner.set(format!("preflight: {n} Runner(s) round-tripped"))
     })
     .await?;

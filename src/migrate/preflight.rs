@@ -200,6 +200,34 @@ mod tests {
     }
 
     #[test]
+    fn the_projects_conversion_round_trips_a_v1alpha1_runner_with_a_host() {
+        let r = json!({ "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+                        "metadata": { "name": "web", "namespace": "app" },
+                        "spec": { "image": "nginx", "replicas": 2, "port": 8080, "host": "a.example" } });
+        let to = "lab.cloudlab.training/v1beta1";
+        assert_eq!(check(&r, "lab.cloudlab.training/v1alpha1", to, crate::api::conversion::convert), Ok(()));
+    }
+
+    #[test]
+    fn hosts_kept_for_v1alpha1_without_a_host_are_refused_naming_the_annotation() {
+        // A v1alpha1 client that removed spec.host removed every host; the
+        // annotation that listed the others goes on the way to v1beta1.
+        let key = crate::api::conversion::EXTRA_HOSTS_ANNOTATION;
+        let r = json!({ "apiVersion": "lab.cloudlab.training/v1alpha1", "kind": "Runner",
+                        "metadata": { "name": "web", "namespace": "app", "annotations": { key: "{\"hosts\":[\"b.example\"]}" } },
+                        "spec": { "image": "nginx", "port": 80 } });
+        let to = "lab.cloudlab.training/v1beta1";
+        let refusal =
+            check(&r, "lab.cloudlab.training/v1alpha1", to, crate::api::conversion::convert).unwrap_err();
+        assert_eq!((refusal.name.as_str(), refusal.field.as_str()), ("web", "metadata.annotations"));
+        assert!(
+            refusal.change.contains("b.example") && refusal.change.ends_with("is dropped"),
+            "{}",
+            refusal.change
+        );
+    }
+
+    #[test]
     fn a_long_value_is_cut_so_the_line_stays_readable() {
         let long = "x".repeat(200);
         let (_, change) = first_difference(&json!({ "a": long }), &json!({}), &mut String::new()).unwrap();
