@@ -38,6 +38,7 @@ pub mod exit;
 pub mod kinds;
 pub mod manager;
 pub mod manifests;
+pub mod migrate;
 pub mod ownership;
 pub mod pod_admission;
 pub mod rbac;

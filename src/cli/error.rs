@@ -44,6 +44,39 @@ pub enum Error {
     #[error("{0}")]
     InstallRefused(String),
 
+    /// What `migrate` failed with, other than the cases around it.
+    #[error(transparent)]
+    Migrate(crate::migrate::Error),
+
+    /// `migrate`'s preflight found a Runner the migration would change.
+    #[error(
+        "{0}; nothing was rewritten: change that Runner (or the conversion) and run `kubectl runner migrate` again"
+    )]
+    MigrateRefused(Box<crate::migrate::Refusal>),
+
+    /// `migrate` may not do all it needs; asked before anything is written.
+    #[error(
+        "kubectl runner migrate needs permission(s) you lack: {}; nothing was rewritten: ask for them, or act as \
+         an identity that has them (--as, --user, --as-service-account)",
+        .0.join("; ")
+    )]
+    MigrateForbidden(Vec<String>),
+
+    /// Ctrl-C during `migrate`'s rewrite.
+    #[error(
+        "migrate interrupted after {done} Runner(s); storedVersions was not pruned: run `kubectl runner migrate` \
+         again to continue (a Runner already at the storage version is not written again)"
+    )]
+    MigrateInterrupted { done: usize },
+
+    /// The CRD changed while `migrate` ran, so storedVersions was left as it was.
+    #[error(
+        "storedVersions was not pruned: the CRD {} changed during the migration (its resourceVersion was \
+         {at_start} at the start); run `kubectl runner migrate` again",
+        crate::api::CRD_NAME
+    )]
+    MigrateNotPruned { at_start: String },
+
     #[error("cannot load kubeconfig: {0}")]
     Kubeconfig(String),
 
@@ -178,6 +211,19 @@ impl From<crate::diagnose::fix::Error> for Error {
             F::Api(e) => Error::Api(e),
             F::Read(e) => e.into(),
             other => Error::Fix(other),
+        }
+    }
+}
+
+impl From<crate::migrate::Error> for Error {
+    fn from(e: crate::migrate::Error) -> Self {
+        use crate::migrate::Error as M;
+        match e {
+            M::Api(e) => Error::Api(e),
+            M::CrdMissing => Error::CrdMissing,
+            M::Refused(r) => Error::MigrateRefused(r),
+            M::Forbidden(missing) => Error::MigrateForbidden(missing),
+            other => Error::Migrate(other),
         }
     }
 }

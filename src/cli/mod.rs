@@ -23,6 +23,7 @@ pub mod history;
 pub mod install;
 pub mod manager_rollout;
 pub mod manifests;
+pub mod migrate;
 pub mod output;
 pub mod progress;
 pub mod run_manager;
@@ -103,6 +104,8 @@ pub enum Command {
     Uninstall(uninstall::UninstallArgs),
     /// Print the generated CRD, RBAC and manager manifests.
     Manifests(manifests::ManifestsArgs),
+    /// Move every stored Runner to the storage version, then prune the CRD's storedVersions.
+    Migrate(migrate::MigrateArgs),
     /// Run the reconcile manager with the current kubeconfig.
     RunManager(run_manager::RunManagerArgs),
     /// Explain why a Runner or the manager is not working.
@@ -209,6 +212,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Install(a) => install::run_install(g, a).await,
         Command::Uninstall(a) => uninstall::run_uninstall(g, a).await,
         Command::Manifests(a) => manifests::run(a),
+        Command::Migrate(a) => migrate::run(g, a).await,
         Command::RunManager(a) => run_manager::run(g, a).await,
         Command::Diagnose(a) => diagnose::run(g, a).await,
         Command::E2e(a) => e2e::run(g, a).await,

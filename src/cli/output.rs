@@ -32,6 +32,7 @@ pub mod e2e;
 pub mod failure;
 pub mod history;
 pub mod jsonpath;
+pub mod migrate;
 pub mod not_readable;
 pub mod safe;
 pub mod sort;

@@ -75,6 +75,43 @@ impl Progress {
         Progress(Some(pb))
     }
 
+    /// A bar of `len` steps on stderr (`migrate`), when
+    /// [`Terminal::can_draw`] says it may; [`Progress::position`] moves it.
+    pub fn bar(len: u64, message: impl Into<Safe>) -> Progress {
+        Progress::bar_on(len, message, Terminal::detect().can_draw(), ProgressDrawTarget::stderr())
+    }
+
+    /// A bar drawing to `target` when `draw`, else only logging.
+    pub fn bar_on(len: u64, message: impl Into<Safe>, draw: bool, target: ProgressDrawTarget) -> Progress {
+        let message = message.into().into_string();
+        tracing::info!("{message}");
+        if !draw {
+            return Progress(None);
+        }
+        let pb = ProgressBar::with_draw_target(Some(len), target);
+        pb.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        pb.set_message(message);
+        pb.enable_steady_tick(Duration::from_millis(250));
+        Progress(Some(pb))
+    }
+
+    /// Moves a bar to `pos` of `len` (the length grows when more turned up
+    /// than expected); a spinner ignores it.
+    pub fn position(&self, pos: u64, len: u64) {
+        if let Some(pb) = &self.0 {
+            pb.set_length(len.max(pos));
+            pb.set_position(pos);
+        }
+    }
+
+    /// Where a bar is: `(pos, len)`; `None` when it does not draw.
+    pub fn at(&self) -> Option<(u64, u64)> {
+        self.0.as_ref().map(|pb| (pb.position(), pb.length().unwrap_or_default()))
+    }
+
     /// Replaces the message; logged at info level so `-v` shows it without a TTY.
     pub fn set(&self, message: impl Into<Safe>) {
         let message = message.into().into_string();
@@ -189,6 +226,18 @@ mod tests {
         let p = Progress::on("waiting for web", true, ProgressDrawTarget::hidden());
         p.set("web: Progressing 0/1 ready (\u{1b}]0;PWNED\u{7})".to_string());
         assert_eq!(p.message().as_deref(), Some("web: Progressing 0/1 ready (\\x1b]0;PWNED\\x07)"));
+    }
+
+    #[test]
+    fn a_bar_grows_when_more_turned_up_than_expected() {
+        let p = Progress::bar_on(10, "rewriting", true, ProgressDrawTarget::hidden());
+        p.position(4, 10);
+        assert_eq!(p.at(), Some((4, 10)));
+        p.position(12, 10);
+        assert_eq!(p.at(), Some((12, 12)));
+        let silent = Progress::bar_on(10, "rewriting", PIPED.can_draw(), ProgressDrawTarget::hidden());
+        silent.position(4, 10);
+        assert_eq!(silent.at(), None);
     }
 
     #[test]

@@ -1,0 +1,148 @@
+//! The CRD reads and the one CRD write migrate makes, and the Runner `Api`
+//! at a chosen version (migrate reads Runners at the versions the CRD
+//! names, not at the one this binary was built with).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionStatus,
+};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectList, PostParams};
+
+use super::{Error, Plan, Prune, preflight};
+use crate::api::{CRD_NAME, GROUP};
+use crate::error::{FromApi, is_not_found};
+
+/// Runners per LIST page: a page is what is held in memory at once.
+pub const PAGE_SIZE: u32 = 500;
+
+/// The Runner CRD, or [`Error::CrdMissing`].
+pub async fn read(client: &Client) -> Result<CustomResourceDefinition, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.get(CRD_NAME).await {
+        Ok(crd) => Ok(crd),
+        Err(e) if is_not_found(&e) => Err(Error::CrdMissing),
+        Err(e) => Err(Error::api("get", "CustomResourceDefinition", "", CRD_NAME, e)),
+    }
+}
+
+/// Runners at `version`, in all namespaces.
+pub fn runners(client: &Client, version: &str) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), &resource(version))
+}
+
+/// The Runner resource at `version`.
+pub fn resource(version: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, version, "Runner"), "runners")
+}
+
+/// One page of Runners at `version`, all namespaces, from `token` on.
+pub async fn page(
+    api: &Api<DynamicObject>,
+    version: &str,
+    token: Option<String>,
+) -> Result<ObjectList<DynamicObject>, Error> {
+    let lp = ListParams { limit: Some(PAGE_SIZE), continue_token: token, ..Default::default() };
+    let mut list = api.list(&lp).await.map_err(|e| Error::api("list", "Runner", "*", "", e))?;
+    // Items of a list may come without apiVersion and kind; a PUT needs both.
+    let ar = resource(version);
+    for o in &mut list.items {
+        o.types = Some(kube::api::TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() });
+    }
+    Ok(list)
+}
+
+/// Sets `status.storedVersions` to the storage version alone, with the
+/// resourceVersion `plan` read at the start as the guard: when the CRD
+/// changed since (409), nothing is written and the answer says so.
+pub async fn prune(client: &Client, crd: &CustomResourceDefinition, plan: &Plan) -> Result<Prune, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut pruned = crd.clone();
+    pruned.metadata.resource_version = Some(plan.crd_resource_version.clone());
+    let status = pruned.status.get_or_insert_with(CustomResourceDefinitionStatus::default);
+    status.stored_versions = Some(plan.stored_after());
+    match crds.replace_status(CRD_NAME, &PostParams::default(), &pruned).await {
+        Ok(_) => Ok(Prune::Pruned),
+        Err(kube::Error::Api(s)) if s.is_conflict() => {
+            Ok(Prune::CrdChanged { at_start: plan.crd_resource_version.clone() })
+        }
+        Err(e) => Err(Error::api("update status of", "CustomResourceDefinition", "", CRD_NAME, e)),
+    }
+}
+
+/// After a StorageVersionMigration: the migrator itself writes a
+/// `StorageMigrating` condition into the CRD's status while it runs (1.37
+/// does), so the resourceVersion read at the start has always moved. Here
+/// "the CRD changed" is anything but that bookkeeping: the CRD is read
+/// again, compared with the start ([`super::unchanged_but_conditions`]),
+/// and the prune is guarded by the resourceVersion of that read. A
+/// conflict (the migrator's last condition landing in between) reads again,
+/// a few times. A migrator that pruned storedVersions itself on success
+/// (1.37's does) leaves nothing to write: that is reported as such.
+pub async fn prune_after_migration(
+    client: &Client,
+    at_start: &CustomResourceDefinition,
+    plan: &Plan,
+) -> Result<Prune, Error> {
+    let changed = Prune::CrdChanged { at_start: plan.crd_resource_version.clone() };
+    for _ in 0..5 {
+        let mut now = read(client).await?;
+        let stored_now = now.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
+        if stored_now == plan.stored_after() {
+            // The migrator pruned (1.37's does on success); the rest must
+            // still be as at the start for that to be the whole story.
+            if let Some(s) = now.status.as_mut() {
+                s.stored_versions = Some(plan.stored_before.clone());
+            }
+            let unchanged = super::unchanged_but_conditions(at_start, &now);
+            return Ok(if unchanged { Prune::PrunedByMigration } else { changed });
+        }
+        if !super::unchanged_but_conditions(at_start, &now) {
+            return Ok(changed);
+        }
+        let guard = Plan {
+            crd_resource_version: now.metadata.resource_version.clone().unwrap_or_default(),
+            ..plan.clone()
+        };
+        match prune(client, &now, &guard).await? {
+            Prune::CrdChanged { .. } => continue,
+            done => return Ok(done),
+        }
+    }
+    Ok(changed)
+}
+
+/// The preflight's reads: every Runner at each old version the apiserver
+/// still serves, page by page, each round-tripped through the storage
+/// version by [`preflight::check`] with `convert`. Stops at the first
+/// refusal; returns how many Runners passed.
+pub async fn preflight<F>(
+    client: &Client,
+    plan: &Plan,
+    convert: F,
+    progress: &mut dyn FnMut(usize),
+) -> Result<usize, Error>
+where
+    F: Fn(&serde_json::Value, &str) -> Result<serde_json::Value, String> + Copy,
+{
+    let to = super::api_version(&plan.storage);
+    let mut checked = 0;
+    for version in plan.checkable().0 {
+        let api = runners(client, version);
+        let from = super::api_version(version);
+        let mut token = None;
+        loop {
+            let list = page(&api, version, token).await?;
+            for object in &list.items {
+                let value = serde_json::to_value(object).unwrap_or_default();
+                preflight::check(&value, &from, &to, convert)?;
+                checked += 1;
+                progress(checked);
+            }
+            match list.metadata.continue_ {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => break,
+            }
+        }
+    }
+    Ok(checked)
+}
