@@ -232,6 +232,8 @@ pub fn with_webhook(ca: &[u8], serving: &[u8]) -> Snapshot {
         CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
     };
     let mut s = healthy();
+    // As `install --with-manager` leaves it: every version served.
+    s.crd.as_mut().unwrap().spec.versions.iter_mut().for_each(|v| v.served = true);
     s.crd.as_mut().unwrap().spec.conversion = Some(CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
