@@ -75,6 +75,27 @@ pub async fn wait_crd_established(client: &Client, timeout: std::time::Duration)
     Ok(())
 }
 
+/// Whether the client's own identity may do what `attributes` say: one
+/// SelfSubjectAccessReview, the question `kubectl auth can-i` asks. The
+/// one place the CLI, the manager's preflight and `migrate` ask it.
+pub async fn can_i(
+    client: &Client,
+    attributes: k8s_openapi::api::authorization::v1::ResourceAttributes,
+) -> Result<bool, crate::error::ApiError> {
+    use crate::error::FromApi;
+    use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec { resource_attributes: Some(attributes), ..Default::default() },
+        ..Default::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = api
+        .create(&Default::default(), &review)
+        .await
+        .map_err(|e| crate::error::ApiError::api("create", "SelfSubjectAccessReview", "", "", e))?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,13 +12,11 @@
 //! `impersonate` on that ServiceAccount, checked by [`check_may_impersonate`].
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use crate::error::{Error, FromApi, Result};
+use crate::error::{Error, Result};
 use crate::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
 
 /// `namespace/name` of a ServiceAccount.
@@ -121,12 +119,7 @@ pub async fn act_as(own: &Client, config: &mut kube::Config, sa: &ServiceAccount
 /// (`impersonate` on `serviceaccounts/NAME` in NS). Asked before acting as
 /// it: afterwards every request would be refused with a less clear message.
 pub async fn check_may_impersonate(client: &Client, sa: &ServiceAccountRef) -> Result<()> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answer = api
-        .create(&PostParams::default(), &impersonation_review(sa))
-        .await
-        .map_err(|e| Error::api("create", "SelfSubjectAccessReview", "", "", e))?;
-    if answer.status.is_some_and(|s| s.allowed) {
+    if crate::client::can_i(client, impersonation(sa)).await? {
         return Ok(());
     }
     let me = whoami(client).await.map(|(user, _)| user);
@@ -136,20 +129,13 @@ pub async fn check_may_impersonate(client: &Client, sa: &ServiceAccountRef) -> R
     })
 }
 
-/// The SelfSubjectAccessReview the apiserver's impersonation filter asks
-/// for a ServiceAccount user.
-fn impersonation_review(sa: &ServiceAccountRef) -> SelfSubjectAccessReview {
-    SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some("impersonate".into()),
-                resource: Some("serviceaccounts".into()),
-                namespace: Some(sa.namespace.clone()),
-                name: Some(sa.name.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+/// What the apiserver's impersonation filter asks for a ServiceAccount user.
+fn impersonation(sa: &ServiceAccountRef) -> ResourceAttributes {
+    ResourceAttributes {
+        verb: Some("impersonate".into()),
+        resource: Some("serviceaccounts".into()),
+        namespace: Some(sa.namespace.clone()),
+        name: Some(sa.name.clone()),
         ..Default::default()
     }
 }
@@ -223,7 +209,7 @@ mod tests {
     #[test]
     fn the_review_asks_what_the_impersonation_filter_asks() {
         let sa: ServiceAccountRef = "team/mgr".parse().unwrap();
-        let attrs = impersonation_review(&sa).spec.resource_attributes.unwrap();
+        let attrs = impersonation(&sa);
         assert_eq!(attrs.verb.as_deref(), Some("impersonate"));
         assert_eq!(attrs.resource.as_deref(), Some("serviceaccounts"));
         assert_eq!(attrs.group, None, "the core group");

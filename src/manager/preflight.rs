@@ -2,14 +2,11 @@
 //! in [`crate::rbac::PERMISSIONS`]. Failing here, with the exact missing verbs,
 //! beats the seeds' "manager Ready but no children" hours later.
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use kube::api::{Api, ListParams};
 
 use super::error::{Error, Result};
 use crate::api::Runner;
-use crate::error::FromApi;
 use crate::rbac::{METRICS_AUTH, PERMISSIONS, Permission, Scope, WEBHOOK};
 
 /// One permission this identity lacks.
@@ -105,7 +102,6 @@ pub async fn missing_permissions(
     metrics_auth: bool,
     webhook_ns: Option<&str>,
 ) -> Result<Vec<Missing>> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
     for p in PERMISSIONS.iter() {
         let (webhook, metrics) = (WEBHOOK.contains(p), METRICS_AUTH.contains(p));
@@ -124,26 +120,16 @@ pub async fn missing_permissions(
         };
         let (resource, subresource) = p.split_resource();
         for verb in p.verbs {
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some(p.group.into()),
-                        resource: Some(resource.into()),
-                        subresource: subresource.map(Into::into),
-                        verb: Some((*verb).into()),
-                        name: p.resource_name.map(Into::into),
-                        namespace: namespace.map(Into::into),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
+            let attributes = ResourceAttributes {
+                group: Some(p.group.into()),
+                resource: Some(resource.into()),
+                subresource: subresource.map(Into::into),
+                verb: Some((*verb).into()),
+                name: p.resource_name.map(Into::into),
+                namespace: namespace.map(Into::into),
                 ..Default::default()
             };
-            let answer = api
-                .create(&PostParams::default(), &review)
-                .await
-                .map_err(|e| Error::api("create", "SelfSubjectAccessReview", "", "", e))?;
-            if !answer.status.is_some_and(|s| s.allowed) {
+            if !crate::client::can_i(client, attributes).await? {
                 missing.push(Missing { verb, permission: *p, namespace: namespace.map(Into::into) });
             }
         }

@@ -4,16 +4,12 @@
 //! refused the prune. SelfSubjectAccessReviews answer for the whole list at
 //! once, and the refusal names each missing permission.
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use kube::Client;
-use kube::api::{Api, PostParams};
 
 use super::Error;
 use super::svm::SVM_GROUP;
 use crate::api::{CRD_NAME, GROUP};
-use crate::error::FromApi;
 
 /// One permission: verb, API group, resource (with `/subresource`), and the
 /// one object's name when it is about one.
@@ -56,32 +52,21 @@ pub fn describe(p: &Permission) -> String {
 
 /// The permissions of `needed` the current user lacks, described.
 pub async fn missing(client: &Client, needed: &[Permission]) -> Result<Vec<String>, Error> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
     for p in needed {
         let (resource, subresource) = match p.resource.split_once('/') {
             Some((r, s)) => (r, Some(s)),
             None => (p.resource, None),
         };
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(p.group.into()),
-                    resource: Some(resource.into()),
-                    subresource: subresource.map(Into::into),
-                    verb: Some(p.verb.into()),
-                    name: p.name.map(Into::into),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
+        let attributes = ResourceAttributes {
+            group: Some(p.group.into()),
+            resource: Some(resource.into()),
+            subresource: subresource.map(Into::into),
+            verb: Some(p.verb.into()),
+            name: p.name.map(Into::into),
             ..Default::default()
         };
-        let answer = api
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|e| Error::api("create", "SelfSubjectAccessReview", "", "", e))?;
-        if !answer.status.is_some_and(|s| s.allowed) {
+        if !crate::client::can_i(client, attributes).await? {
             missing.push(describe(p));
         }
     }
