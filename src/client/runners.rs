@@ -35,13 +35,38 @@ pub async fn list(client: &Client, ns: Option<&str>, selector: Option<&str>) -> 
     if let Some(s) = selector {
         lp = lp.labels(s);
     }
-    let list = api(client, ns).list(&lp).await.map_err(|e| error("list", ns.unwrap_or("*"), "", e))?;
-    let mut items = list.items;
+    let mut items =
+        list_paged(&api(client, ns), lp).await.map_err(|e| error("list", ns.unwrap_or("*"), "", e))?;
     // The apiserver already returns this order from etcd; do not depend on it.
     items.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
     Ok(items)
+}
+
+/// Objects per page of [`list_paged`], as kubectl pages its lists.
+pub const PAGE: u32 = 500;
+
+/// Every object `lp` selects, [`PAGE`] at a time. Paged, the list is read
+/// from etcd when the apiserver's watch cache cannot start, which is the
+/// case when a stored Runner cannot be converted: the apiserver then
+/// answers at once with the failed conversion (500), where an unpaged list
+/// is answered 429 "storage is (re)initializing", which kube's client
+/// retries for minutes.
+pub async fn list_paged<K>(a: &Api<K>, lp: ListParams) -> kube::Result<Vec<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut lp = lp.limit(PAGE);
+    let mut out = vec![];
+    loop {
+        let page = a.list(&lp).await?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
 }
 
 /// The Runner `ns/name`.

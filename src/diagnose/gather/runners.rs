@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 use super::{Gaps, Request, conversion};
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::children::{self, Children, Key, ListFailure, NotReadable, is_forbidden};
+use crate::client::runners::list_paged;
 use crate::client::{scoped as api, scoped_dynamic};
 use crate::diagnose::snapshot::{Gap, Resample, RunnerState, Versions};
 use crate::kinds;
@@ -61,7 +62,12 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
             }
             None => {
                 let what = format!("list Runners {}", where_(ns));
-                if let Some(items) = take_runners(&mut gaps, &mut unconverted, what, list_all(&a).await) {
+                if let Some(items) = take_runners(
+                    &mut gaps,
+                    &mut unconverted,
+                    what,
+                    list_paged(&a, ListParams::default()).await,
+                ) {
                     runners.extend(items);
                 }
             }
@@ -109,28 +115,6 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
         .collect();
     out.sort_by_key(|r| (r.runner.namespace(), r.runner.name_any()));
     (out, gaps, unconverted)
-}
-
-/// Runners per page of [`list_all`], as kubectl pages its lists.
-const PAGE: u32 = 500;
-
-/// Every Runner `a` sees, a page at a time. Paged, the list is read from
-/// etcd when the apiserver's watch cache cannot start, which is the case
-/// when a stored Runner cannot be converted: the apiserver then answers at
-/// once with the failed conversion (500), where an unpaged list is answered
-/// 429 "storage is (re)initializing", which kube's client retries for
-/// minutes.
-async fn list_all(a: &Api<Runner>) -> kube::Result<Vec<Runner>> {
-    let mut lp = ListParams::default().limit(PAGE);
-    let mut out = vec![];
-    loop {
-        let page = a.list(&lp).await?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => return Ok(out),
-        }
-    }
 }
 
 /// A Runner read's value; a failed conversion goes to `unconverted` (the
@@ -263,8 +247,10 @@ async fn resample_listed(
     let mut failed_scopes: Vec<Option<String>> = vec![];
     for ns in scopes(req) {
         let runners_api = api::<Runner>(client, ns);
-        let (listed, (found, failed)) =
-            tokio::join!(list_all(&runners_api), children::versions(client, ns, &keys));
+        let (listed, (found, failed)) = tokio::join!(
+            list_paged(&runners_api, ListParams::default()),
+            children::versions(client, ns, &keys)
+        );
         match listed {
             Ok(items) if failed.is_empty() => {
                 now.extend(items.into_iter().map(|r| (key(&r), r)));
