@@ -96,14 +96,11 @@ fn meta(name: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMet
 
 /// Every rule the manager needs, in whatever namespace it is bound: the
 /// watched ones and the Lease ones (a manager's Lease lives in its own
-/// ServiceAccount's namespace). Not the webhook's: these tests' managers
-/// serve none, and diagnose rightly calls its Secret rule more than a
-/// manager without the webhook needs.
+/// ServiceAccount's namespace).
 pub fn manager_rules() -> Vec<PolicyRule> {
-    use kubectl_runner::rbac::{PERMISSIONS, Scope, WEBHOOK, policy_rules_of};
-    let plain: Vec<_> = PERMISSIONS.iter().filter(|p| !WEBHOOK.contains(p)).copied().collect();
-    let mut rules = policy_rules_of(&plain, Scope::Watched);
-    rules.extend(policy_rules_of(&plain, Scope::ManagerNamespace));
+    use kubectl_runner::rbac::{Scope, policy_rules};
+    let mut rules = policy_rules(Scope::Watched);
+    rules.extend(policy_rules(Scope::ManagerNamespace));
     rules
 }
 

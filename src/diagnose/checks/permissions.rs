@@ -14,6 +14,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{AccessCheck, Grant, ServiceAccountRef, Snapshot};
 use crate::rbac::Scope;
+use crate::webhook::SECRET;
 
 /// `in NS`, or `cluster-wide` for the "" namespace.
 fn where_(ns: &str) -> String {
@@ -135,7 +136,10 @@ fn too_broad(r: &PolicyRule) -> Option<String> {
         why.push("all API groups (*)");
     }
     let core = has(&r.api_groups, "") || has(&r.api_groups, "*");
-    if core && (has(&r.resources, "secrets") || has(&r.resources, "*")) {
+    // The one Secret the manager keeps (its webhook's certificates) is
+    // what it needs; any other Secret, or all of them, is not.
+    let only_ours = r.resource_names.as_ref().is_some_and(|n| !n.is_empty() && n.iter().all(|n| n == SECRET));
+    if core && (has(&r.resources, "*") || (has(&r.resources, "secrets") && !only_ours)) {
         why.push("Secrets");
     }
     if why.is_empty() {
@@ -309,6 +313,16 @@ mod tests {
             ),
             ("all resources", json!({ "apiGroups": [""], "resources": ["*"], "verbs": ["get"] }), true),
             ("secrets", json!({ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get"] }), true),
+            (
+                "the webhook's Secret by name",
+                json!({ "apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET], "verbs": ["get", "update", "watch"] }),
+                false,
+            ),
+            (
+                "another Secret by name",
+                json!({ "apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET, "db"], "verbs": ["get"] }),
+                true,
+            ),
         ];
         for (name, rule, want) in cases {
             let mut s = fixtures::healthy();
