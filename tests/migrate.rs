@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kubectl_runner::migrate::{Plan, Prune, crd, rewrite};
 use migrate_support::{
-    CRD_LOCK, create_old, install_old_crd, stored_api_version, stored_versions, upgrade_crd,
+    CRD_LOCK, create_old, install_old_crd, restore_current_crd, stored_api_version, stored_versions,
+    upgrade_crd,
 };
 use support::{TestNs, cli, err, ok, out};
 
@@ -63,6 +64,7 @@ async fn migrate_rewrites_runners_stored_at_the_old_version_and_prunes_stored_ve
     let summary: serde_json::Value = serde_json::from_str(&out(&again)).expect("JSON summary");
     assert_eq!(summary["prune"]["result"], "nothingToDo", "{summary}");
     assert_eq!(summary["storedVersionsAfter"], serde_json::json!(["v1beta1"]));
+    restore_current_crd(&ns.client).await;
 }
 
 /// Where the apiserver serves storagemigration.k8s.io (the local control
@@ -87,6 +89,7 @@ async fn a_storage_version_migration_rewrites_the_runners_where_the_apiserver_se
     for name in ["a", "b"] {
         assert_eq!(stored_api_version(&ns.name, name).await, "lab.cloudlab.training/v1beta1", "{name}");
     }
+    restore_current_crd(&ns.client).await;
 }
 
 #[tokio::test]
@@ -123,6 +126,7 @@ async fn a_stale_copy_is_never_written_a_conflict_is_retried_and_a_deleted_runne
     for name in ["changed", "same"] {
         assert_eq!(stored_api_version(&ns.name, name).await, "lab.cloudlab.training/v1beta1", "{name}");
     }
+    restore_current_crd(&ns.client).await;
 }
 
 #[tokio::test]
@@ -170,6 +174,7 @@ async fn a_concurrent_writer_loses_no_update_while_migrate_runs() {
         assert_eq!(seen, Some(n.to_string()), "Runner {name}: the last acknowledged write is there");
     }
     assert_eq!(stored_versions(&ns.client).await, ["v1beta1"]);
+    restore_current_crd(&ns.client).await;
 }
 
 #[tokio::test]
@@ -196,6 +201,7 @@ async fn a_crd_changed_during_the_run_is_not_pruned() {
     let o = cli(&["migrate", "--no-storage-version-migration"]).await;
     ok(&o, "the rerun");
     assert_eq!(stored_versions(&ns.client).await, ["v1beta1"], "pruned by the rerun");
+    restore_current_crd(&ns.client).await;
 }
 
 /// A v1alpha1 client that removed `spec.host` removed every host, but the
@@ -227,6 +233,7 @@ async fn the_preflight_refuses_naming_the_runner_and_the_field_and_writes_nothin
         assert_eq!(stored_api_version(&ns.name, name).await, "lab.cloudlab.training/v1alpha1", "{name}");
     }
     assert_eq!(stored_versions(&ns.client).await, ["v1alpha1", "v1beta1"]);
+    restore_current_crd(&ns.client).await;
 }
 
 #[tokio::test]
@@ -249,4 +256,5 @@ async fn a_user_without_the_permissions_is_refused_naming_each_and_nothing_is_re
     }
     assert_eq!(stored_api_version(&ns.name, "a").await, "lab.cloudlab.training/v1alpha1");
     assert_eq!(stored_versions(&ns.client).await, ["v1alpha1", "v1beta1"]);
+    restore_current_crd(&ns.client).await;
 }

@@ -58,6 +58,21 @@ pub async fn install_old_crd(client: &Client) {
     wait_served(client, "v1alpha1").await;
 }
 
+/// Deletes the test CRD (and the test's Runners) and installs the Runner
+/// CRD of the code again, as the other test binaries expect it: with a
+/// test CRD left behind, storedVersions would still name v1alpha1 and
+/// `install` without the manager would refuse.
+pub async fn restore_current_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let _ = crds.delete(CRD_NAME, &DeleteParams::default()).await;
+    wait_for("the test CRD to be gone", Duration::from_secs(60), || {
+        let crds = crds.clone();
+        async move { crds.get_opt(CRD_NAME).await.ok().and_then(|c| c.is_none().then_some(())) }
+    })
+    .await;
+    crate::support::ensure_crd(client).await;
+}
+
 /// Replaces the CRD with one serving v1alpha1 and v1beta1, v1beta1 the
 /// storage version, and waits until v1beta1 is served (from then on the
 /// apiserver stores at it).
