@@ -71,12 +71,7 @@ pub fn first_difference(a: &Value, b: &Value, path: &mut String) -> Option<(Stri
             for k in keys {
                 let len = path.len();
                 push_key(path, k);
-                let found = match (x.get(k), y.get(k)) {
-                    (Some(v), Some(w)) => first_difference(v, w, path),
-                    (Some(v), None) => Some((path.clone(), format!("was {}, is dropped", short(v)))),
-                    (None, Some(w)) => Some((path.clone(), format!("appears as {}", short(w)))),
-                    (None, None) => None,
-                };
+                let found = member_difference(x.get(k), y.get(k), path);
                 path.truncate(len);
                 if found.is_some() {
                     return found;
@@ -88,12 +83,7 @@ pub fn first_difference(a: &Value, b: &Value, path: &mut String) -> Option<(Stri
             for i in 0..x.len().max(y.len()) {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                let found = match (x.get(i), y.get(i)) {
-                    (Some(v), Some(w)) => first_difference(v, w, path),
-                    (Some(v), None) => Some((path.clone(), format!("was {}, is dropped", short(v)))),
-                    (None, Some(w)) => Some((path.clone(), format!("appears as {}", short(w)))),
-                    (None, None) => None,
-                };
+                let found = member_difference(x.get(i), y.get(i), path);
                 path.truncate(len);
                 if found.is_some() {
                     return found;
@@ -103,6 +93,16 @@ pub fn first_difference(a: &Value, b: &Value, path: &mut String) -> Option<(Stri
         }
         (x, y) if x == y => None,
         (x, y) => Some((path.clone(), format!("was {}, becomes {}", short(x), short(y)))),
+    }
+}
+
+/// The difference at one key or index of a map or list, on either side.
+fn member_difference(a: Option<&Value>, b: Option<&Value>, path: &mut String) -> Option<(String, String)> {
+    match (a, b) {
+        (Some(v), Some(w)) => first_difference(v, w, path),
+        (Some(v), None) => Some((path.clone(), format!("was {}, is dropped", short(v)))),
+        (None, Some(w)) => Some((path.clone(), format!("appears as {}", short(w)))),
+        (None, None) => None,
     }
 }
 
