@@ -14,6 +14,7 @@
 //! neither the manifests nor the manager: both import it.
 
 pub mod certs;
+pub mod local;
 pub mod secret;
 
 /// The Service in front of every manager replica's webhook port.
@@ -29,6 +30,12 @@ pub const PORT_NAME: &str = "webhook";
 pub const SERVICE_PORT: i32 = 443;
 /// Where the apiserver posts ConversionReviews.
 pub const PATH: &str = "/convert";
+/// Where the apiserver posts AdmissionReviews of Runner writes.
+pub const VALIDATE_PATH: &str = "/validate";
+/// The ValidatingWebhookConfiguration's name (cluster-scoped).
+pub const VALIDATING_CONFIG: &str = "runner-validation";
+/// The webhook's name in it (a qualified name, as the apiserver requires).
+pub const VALIDATING_WEBHOOK: &str = "validate.runners.lab.cloudlab.training";
 /// The ConversionReview versions the manager answers (the CRD lists them).
 pub const REVIEW_VERSIONS: &[&str] = &["v1"];
 /// Field manager of the manager's writes to the CRD's conversion (the
@@ -65,6 +72,15 @@ impl Target {
             None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
         };
         (!host.is_empty()).then(|| host.to_string())
+    }
+
+    /// A URL target's origin (scheme and authority) followed by `path`:
+    /// where the same server answers another review. None for the Service.
+    pub fn url_with_path(&self, path: &str) -> Option<String> {
+        let Target::Url(url) = self else { return None };
+        let rest = url.strip_prefix("https://")?;
+        let authority = rest.split(['/', '?', '#']).next()?;
+        Some(format!("https://{authority}{path}"))
     }
 }
 
