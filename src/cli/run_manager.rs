@@ -9,6 +9,7 @@ use super::Globals;
 use super::diagnose::parse_service_account;
 use super::error::{Error, Result};
 use crate::manager::webhook::WebhookConfig;
+use crate::manager::webhook::local::LocalConfig;
 use crate::manager::{self, Config};
 use crate::service_account::{MANAGER_SERVICE_ACCOUNT, ServiceAccountRef};
 use crate::webhook::Target;
@@ -37,6 +38,16 @@ Examples:
   # Serve the CRD's conversion webhook on the loopback, next to a local
   # apiserver, and point the CRD at it (in the cluster: the Service)
   kubectl runner run-manager --webhook-listen 127.0.0.1:9443 --webhook-url https://127.0.0.1:9443/convert
+
+  # Serve the conversion and validating webhooks from this process: the
+  # Runner CRD and the ValidatingWebhookConfiguration point here until you
+  # stop it (Ctrl-C puts them back); the address is found (the loopback for
+  # a local control plane, the Docker network's gateway for kind)
+  kubectl runner run-manager --local-webhooks
+
+  # The same, at an address you choose, while the in-cluster manager leads
+  # (it gets the registrations back on exit)
+  kubectl runner run-manager --local-webhooks --webhook-host 192.168.1.20 --take-over
 
   # The same identity without the check first (kubectl's flag)
   kubectl runner run-manager -n team-a --as system:serviceaccount:team-a:runner";
@@ -95,6 +106,22 @@ pub struct RunManagerArgs {
     /// names its host.
     #[arg(long, value_name = "URL", requires = "webhook_listen", value_parser = parse_webhook_url)]
     pub webhook_url: Option<String>,
+    /// Serve the conversion and validating webhooks from this process with a
+    /// throwaway certificate, point the Runner CRD and the
+    /// ValidatingWebhookConfiguration here, and put them back on exit
+    /// (after a crash: `kubectl runner diagnose --fix`). --webhook-listen
+    /// then picks the bound address (default: the host's, a free port).
+    #[arg(long, conflicts_with = "webhook_url")]
+    pub local_webhooks: bool,
+    /// With --local-webhooks: the IP address or DNS name the apiserver
+    /// dials (default: this machine's address on the route to the
+    /// apiserver).
+    #[arg(long, value_name = "HOST", requires = "local_webhooks", value_parser = parse_webhook_host)]
+    pub webhook_host: Option<String>,
+    /// With --local-webhooks: serve them even while an in-cluster manager
+    /// leads; its registrations are handed back on exit.
+    #[arg(long, requires = "local_webhooks")]
+    pub take_over: bool,
     /// Skip the startup check of the CRD and permissions.
     #[arg(long)]
     pub skip_preflight: bool,
@@ -136,7 +163,17 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     if let Some(ns) = a.lease_namespace {
         cfg.lease_namespace = ns;
     }
-    cfg.webhook = a.webhook_listen.map(|listen| {
+    if a.local_webhooks {
+        cfg.local_webhooks = Some(LocalConfig {
+            host: a.webhook_host,
+            listen: a.webhook_listen,
+            take_over: a.take_over,
+            lease_namespace: cfg.lease_namespace.clone(),
+            server_host: g.server.get().and_then(|u| u.host()).map(str::to_string),
+            probe_namespace: cfg.namespaces.first().cloned().unwrap_or_else(|| ctx.namespace.clone()),
+        });
+    }
+    cfg.webhook = a.webhook_listen.filter(|_| !a.local_webhooks).map(|listen| {
         let namespace = cfg.lease_namespace.clone();
         let target = match a.webhook_url {
             Some(url) => Target::Url(url),
@@ -181,6 +218,16 @@ fn parse_webhook_url(url: &str) -> std::result::Result<String, String> {
             Err(format!("{url:?} is not an https:// URL with a host (e.g. https://127.0.0.1:9443/convert)"))
         }
     }
+}
+
+/// `--webhook-host`: an IP address, or a DNS name the certificate can hold.
+fn parse_webhook_host(host: &str) -> std::result::Result<String, String> {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(host.to_string());
+    }
+    crate::api::rules::check_host("--webhook-host", host)
+        .map(|()| host.to_string())
+        .map_err(|e| format!("{e} (or give an IP address)"))
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -254,6 +301,32 @@ mod tests {
         assert!(e.contains("--webhook-url") && e.contains("https://"), "{e}");
         let e = run(&["--webhook-url", "https://127.0.0.1:9443/convert"]);
         assert!(e.contains("--webhook-listen"), "{e}");
+    }
+
+    #[test]
+    fn local_webhooks_take_a_host_and_refuse_a_url_or_a_bad_host() {
+        let a = parse(&["--local-webhooks", "--webhook-host", "172.18.0.1", "--take-over"]);
+        assert!(a.local_webhooks && a.take_over);
+        assert_eq!(a.webhook_host.as_deref(), Some("172.18.0.1"));
+        assert_eq!(
+            parse(&["--local-webhooks", "--webhook-host", "dev.example"]).webhook_host.as_deref(),
+            Some("dev.example")
+        );
+        let run = |args: &[&str]| {
+            let argv = ["kubectl-runner", "run-manager"].iter().chain(args);
+            Cli::try_parse_from(argv).map(|_| ()).unwrap_err().to_string()
+        };
+        let e = run(&["--local-webhooks", "--webhook-host", "Bad_Host"]);
+        assert!(e.contains("--webhook-host") && e.contains("Bad_Host"), "{e}");
+        assert!(run(&["--take-over"]).contains("--local-webhooks"));
+        let e = run(&[
+            "--local-webhooks",
+            "--webhook-listen",
+            "127.0.0.1:1",
+            "--webhook-url",
+            "https://h/convert",
+        ]);
+        assert!(e.contains("--webhook-url"), "{e}");
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct Config {
     pub concurrency: u16,
     /// Serve the CRD's conversion webhook (every replica, leader or not).
     pub webhook: Option<super::webhook::WebhookConfig>,
+    /// `--local-webhooks`: serve the webhooks from this process and point
+    /// the registrations here until exit.
+    pub local_webhooks: Option<super::webhook::local::LocalConfig>,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
             metrics_auth: false,
             concurrency: DEFAULT_CONCURRENCY,
             webhook: None,
+            local_webhooks: None,
         }
     }
 
@@ -115,6 +119,29 @@ pub async fn run(
     if let Some(webhook) = &cfg.webhook {
         super::webhook::start(&client, webhook, shutdown.clone()).await?;
     }
+    let local = match &cfg.local_webhooks {
+        Some(local) => {
+            let routes = super::webhook::serve::routes(std::time::Instant::now());
+            Some(super::webhook::local::start(&client, local, &cfg.identity, routes, shutdown.clone()).await?)
+        }
+        None => None,
+    };
+    let result = serve_and_reconcile(client, cfg, shutdown).await;
+    // On every way out, an error included: the shutdown signal has already
+    // started this; here it is waited for.
+    if let Some(local) = local {
+        local.hand_back().await;
+    }
+    result
+}
+
+/// Health and metrics, the presence Lease, leadership, and the reconcile
+/// loop until `shutdown` (or the leader Lease is lost).
+async fn serve_and_reconcile(
+    client: Client,
+    cfg: Config,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
     let metrics = Metrics::default();
     let readiness = Readiness::default();
     serve_http(&client, &cfg, &metrics, &readiness).await?;

@@ -17,6 +17,7 @@ use crate::webhook::{Target, service_dns_names};
 
 pub mod crd;
 pub mod keep;
+pub mod local;
 pub mod serve;
 
 /// Where and for whom the manager serves `/convert`.

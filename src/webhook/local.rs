@@ -24,8 +24,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::Target;
-
 /// Annotation on a registration a local manager points at itself.
 pub const SAVED_ANNOTATION: &str = "lab.cloudlab.training/local-webhooks";
 /// The Lease (manager's namespace) naming the local manager that holds
@@ -82,6 +80,36 @@ pub enum Restore<T> {
     Delete,
 }
 
+/// How long a local manager's Lease counts without renewal, and how often
+/// it renews (three chances before it lapses).
+pub const LEASE_DURATION_SECONDS: i32 = 15;
+pub const LEASE_RENEW_SECONDS: u64 = 2;
+
+/// Pure: whether a Lease's holder counts as alive at `now`: named, and
+/// renewed within its duration by the wall clock. The holder and the
+/// reader are the same developer's machine as a rule, so the clocks agree;
+/// a reader whose clock runs ahead sees a live holder expire early, which
+/// at worst lets `diagnose --fix` or another local manager restore a
+/// registration the first one then finds gone (it stops).
+pub fn lease_live(
+    spec: Option<&k8s_openapi::api::coordination::v1::LeaseSpec>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> bool {
+    let Some(spec) = spec else { return false };
+    let named = spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
+    let (Some(renewed), Some(secs)) = (spec.renew_time.as_ref(), spec.lease_duration_seconds) else {
+        return false;
+    };
+    let until = renewed.0 + k8s_openapi::jiff::SignedDuration::from_secs(i64::from(secs));
+    named && until > now
+}
+
+/// The target a local manager serving on `origin` registers (its
+/// conversion path; the validating path is its sibling).
+pub fn target(origin: &str) -> super::Target {
+    super::Target::Url(format!("{origin}{}", super::PATH))
+}
+
 /// Why a registration may not be taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -127,13 +155,14 @@ fn may_take<P>(object: &str, saved: &Saved<P>, holder: &str, live: bool) -> Resu
     Err(Refusal::Held { object: object.into(), holder: saved.by.holder.clone(), url: saved.by.url.clone() })
 }
 
-/// Pure: `crd` converting through `by.url` (every version served, the
-/// caBundle `ca`), annotated with what it held before. `live`: whether a
-/// holder named in an existing annotation is alive (its Lease is fresh).
+/// Pure: `crd` converting by `conversion` (the local URL and caBundle;
+/// `manifests::conversion` makes it) with every version served, annotated
+/// with what it held before. `live`: whether a holder named in an existing
+/// annotation is alive (its Lease is fresh).
 pub fn point_crd(
     crd: &CustomResourceDefinition,
     by: &Holder,
-    ca: &str,
+    conversion: CustomResourceConversion,
     live: bool,
 ) -> Result<CustomResourceDefinition, Refusal> {
     let object = format!("CustomResourceDefinition/{}", crd.metadata.name.as_deref().unwrap_or_default());
@@ -150,8 +179,7 @@ pub fn point_crd(
         },
     };
     let mut out = crd.clone();
-    let target = Target::Url(format!("{}{}", by.url, super::PATH));
-    out.spec.conversion = Some(crate::manifests::conversion(&target, Some(ca)));
+    out.spec.conversion = Some(conversion);
     out.spec.versions.iter_mut().for_each(|v| v.served = true);
     annotate(&mut out.metadata.annotations, &Saved { by: by.clone(), previous });
     out.metadata.managed_fields = None;
@@ -181,12 +209,14 @@ pub fn restore_crd(
     Ok(Some(out))
 }
 
-/// Pure: the webhook configuration routing to `by.url` with `ca`, made from
-/// `current` (None: it does not exist yet) and annotated likewise.
+/// Pure: `desired` (the configuration routing to the local URL, from
+/// `manifests::validating_webhook_configuration`) in place of `current`
+/// (None: it does not exist yet), keeping `current`'s metadata, annotated
+/// likewise.
 pub fn point_validating(
     current: Option<&ValidatingWebhookConfiguration>,
     by: &Holder,
-    ca: &str,
+    desired: ValidatingWebhookConfiguration,
     live: bool,
 ) -> Result<ValidatingWebhookConfiguration, Refusal> {
     let object = format!("ValidatingWebhookConfiguration/{}", super::VALIDATING_CONFIG);
@@ -202,8 +232,7 @@ pub fn point_validating(
         }
         None => ValidatingPrevious { webhooks: current.map(|c| c.webhooks.clone().unwrap_or_default()) },
     };
-    let target = Target::Url(format!("{}{}", by.url, super::PATH));
-    let mut out = crate::manifests::validating_webhook_configuration(&target, Some(ca));
+    let mut out = desired;
     if let Some(c) = current {
         out.metadata = c.metadata.clone();
         out.metadata.managed_fields = None;
@@ -233,4 +262,133 @@ pub fn restore_validating(
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::manifests::{conversion, crd, crd_with_webhook, validating_webhook_configuration};
+    use crate::webhook::Target;
+
+    const ORIGIN: &str = "https://127.0.0.1:40001";
+
+    fn by(holder: &str, url: &str) -> Holder {
+        Holder { holder: holder.into(), lease_namespace: "runner-system".into(), url: url.into() }
+    }
+
+    fn conv(origin: &str, ca: &str) -> CustomResourceConversion {
+        conversion(&target(origin), Some(ca))
+    }
+
+    fn vwc(origin: &str, ca: &str) -> ValidatingWebhookConfiguration {
+        validating_webhook_configuration(&target(origin), Some(ca))
+    }
+
+    fn with_rv(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+        crd.metadata.resource_version = Some("7".into());
+        crd
+    }
+
+    #[test]
+    fn a_crd_pointed_at_a_local_manager_and_restored_is_what_it_was() {
+        for original in [with_rv(crd()), with_rv(crd_with_webhook())] {
+            let pointed =
+                point_crd(&original, &by("laptop pid 1", ORIGIN), conv(ORIGIN, "CA"), false).unwrap();
+            let cc =
+                pointed.spec.conversion.as_ref().unwrap().webhook.as_ref().unwrap().client_config.clone();
+            assert_eq!(cc.as_ref().unwrap().url.as_deref(), Some("https://127.0.0.1:40001/convert"));
+            assert!(pointed.spec.versions.iter().all(|v| v.served), "every version served while local");
+            assert_eq!(pointed.metadata.resource_version.as_deref(), Some("7"), "the write is guarded");
+            let back = restore_crd(&pointed, Some("laptop pid 1")).unwrap().unwrap();
+            assert_eq!(back, original);
+        }
+    }
+
+    #[test]
+    fn a_second_pointing_keeps_the_first_previous_and_a_live_holder_is_not_taken() {
+        let original = crd_with_webhook();
+        let first = point_crd(&original, &by("a pid 1", ORIGIN), conv(ORIGIN, "CA1"), false).unwrap();
+        let again = point_crd(
+            &first,
+            &by("a pid 1", "https://127.0.0.1:2"),
+            conv("https://127.0.0.1:2", "CA2"),
+            true,
+        )
+        .unwrap();
+        let refused = point_crd(
+            &first,
+            &by("b pid 2", "https://127.0.0.1:3"),
+            conv("https://127.0.0.1:3", "CA3"),
+            true,
+        )
+        .unwrap_err();
+        assert!(refused.to_string().contains("\"a pid 1\""), "{refused}");
+        let taken = point_crd(
+            &again,
+            &by("b pid 2", "https://127.0.0.1:3"),
+            conv("https://127.0.0.1:3", "CA3"),
+            false,
+        )
+        .unwrap();
+        let s = saved::<CrdPrevious>(taken.metadata.annotations.as_ref()).unwrap().unwrap();
+        assert_eq!((s.by.holder.as_str(), s.by.url.as_str()), ("b pid 2", "https://127.0.0.1:3"));
+        assert_eq!(s.previous.conversion, original.spec.conversion, "never the dead manager's URL");
+        assert_eq!(restore_crd(&taken, Some("a pid 1")).unwrap(), None, "only its holder restores on exit");
+        assert_eq!(restore_crd(&taken, None).unwrap().unwrap(), original, "diagnose --fix restores any");
+    }
+
+    #[test]
+    fn a_user_annotation_that_is_not_ours_is_neither_taken_nor_restored() {
+        let mut edited = crd();
+        edited.metadata.annotations =
+            Some([(SAVED_ANNOTATION.to_string(), "{\"holder\":1}".to_string())].into());
+        assert!(matches!(
+            point_crd(&edited, &by("a", ORIGIN), conv(ORIGIN, "CA"), false),
+            Err(Refusal::Unreadable { .. })
+        ));
+        assert!(restore_crd(&edited, None).is_err());
+        assert_eq!(restore_crd(&crd(), None).unwrap(), None, "nothing to restore");
+    }
+
+    #[test]
+    fn a_webhook_configuration_the_local_manager_created_is_deleted_on_restore() {
+        let created = point_validating(None, &by("a", ORIGIN), vwc(ORIGIN, "CA"), false).unwrap();
+        let url = created.webhooks.as_ref().unwrap()[0].client_config.url.clone();
+        assert_eq!(url.as_deref(), Some("https://127.0.0.1:40001/validate"));
+        assert_eq!(restore_validating(&created, Some("a")).unwrap(), Some(Restore::Delete));
+    }
+
+    #[test]
+    fn an_installed_webhook_configuration_gets_its_webhooks_back() {
+        let mut installed = validating_webhook_configuration(
+            &Target::Service { namespace: "runner-system".into() },
+            Some("CA0"),
+        );
+        installed.metadata.resource_version = Some("9".into());
+        installed.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+        let pointed = point_validating(Some(&installed), &by("a", ORIGIN), vwc(ORIGIN, "CA"), false).unwrap();
+        assert_eq!(pointed.metadata.labels, installed.metadata.labels);
+        assert_eq!(pointed.metadata.resource_version.as_deref(), Some("9"));
+        assert!(pointed.webhooks.as_ref().unwrap()[0].client_config.service.is_none());
+        let Some(Restore::Replace(back)) = restore_validating(&pointed, None).unwrap() else {
+            panic!("replace")
+        };
+        assert_eq!(back, installed);
+    }
+
+    #[test]
+    fn a_lease_is_live_while_named_and_renewed_within_its_duration() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        use k8s_openapi::jiff::{SignedDuration, Timestamp};
+        let now: Timestamp = "2026-12-07T10:00:00Z".parse().unwrap();
+        let spec = |holder: Option<&str>, ago: i64| LeaseSpec {
+            holder_identity: holder.map(String::from),
+            renew_time: Some(MicroTime(now - SignedDuration::from_secs(ago))),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        };
+        assert!(lease_live(Some(&spec(Some("a"), 14)), now));
+        assert!(!lease_live(Some(&spec(Some("a"), 16)), now), "lapsed");
+        assert!(!lease_live(Some(&spec(None, 0)), now), "released");
+        assert!(!lease_live(Some(&spec(Some(""), 0)), now), "released");
+        assert!(!lease_live(None, now), "no Lease");
+    }
+}
