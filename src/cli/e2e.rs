@@ -1,5 +1,6 @@
 //! `kubectl runner e2e`: the whole lifecycle on the current cluster.
 
+use crate::manager::webhook::local::LocalConfig;
 use std::time::Duration;
 
 use super::error::{Error, Result};
@@ -60,6 +61,11 @@ pub struct E2eArgs {
     /// that reads namespaces, e.g. a node selector for the test Pods.
     #[arg(long = "namespace-annotation", value_name = "KEY=VALUE", value_parser = parse_annotation)]
     pub namespace_annotations: Vec<(String, String)>,
+    /// Serve the conversion and validating webhooks from e2e's own manager
+    /// (as `run-manager --local-webhooks` does; put back when e2e ends), so
+    /// the webhook step runs on a cluster installed without the manager.
+    #[arg(long, conflicts_with = "use_running_manager")]
+    pub local_webhooks: bool,
     /// Report format on stdout.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: E2eOutput,
@@ -89,6 +95,14 @@ pub async fn run(g: &Globals, a: E2eArgs) -> Result<u8> {
         timeout: Duration::from_secs(a.step_timeout),
         artifacts: a.artifacts,
         namespace_annotations: a.namespace_annotations.into_iter().collect(),
+        local_webhooks: a.local_webhooks.then(|| LocalConfig {
+            host: None,
+            listen: None,
+            take_over: false,
+            lease_namespace: String::new(),
+            server_host: g.server.get().and_then(|u| u.host()).map(str::to_string),
+            probe_namespace: String::new(),
+        }),
     };
     let spinner = super::progress::Progress::spinner("running the lifecycle");
     let progress = |s: &e2e::StepResult| spinner.println(output::e2e::step_line(s));

@@ -17,6 +17,11 @@ pub enum Error {
     #[error(transparent)]
     Cluster(crate::error::Error),
 
+    /// A step that does not apply to this cluster: it is skipped, saying
+    /// why (the webhook step where no webhook is registered).
+    #[error("skipped: {0}")]
+    NotApplicable(String),
+
     /// A step ran but what it checks did not hold.
     #[error("{0}")]
     StepFailed(String),

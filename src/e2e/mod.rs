@@ -13,6 +13,7 @@ pub mod error;
 pub mod oracle;
 pub mod report;
 pub mod steps;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -54,6 +55,9 @@ pub struct Options {
     /// reads there (e.g. PodNodeSelector's node selector) applies to the
     /// test Pods.
     pub namespace_annotations: BTreeMap<String, String>,
+    /// Serve the webhooks from e2e's own manager (`--local-webhooks`): its
+    /// Lease and probe go to the e2e namespace.
+    pub local_webhooks: Option<crate::manager::webhook::local::LocalConfig>,
 }
 
 /// Runs preflight, the steps, and cleanup. Returns the report whether the
@@ -63,7 +67,7 @@ pub async fn run(client: Client, opts: Options, progress: &dyn Fn(&StepResult)) 
     let cluster = cluster::Cluster::detect(&client, &opts.context).await;
     let ns = format!("runner-e2e-{:06x}", rand::random::<u32>() & 0xffffff);
     let installed_crd = set_up(&client, &ns, &opts.namespace_annotations).await?;
-    let manager = (!opts.use_running_manager).then(|| InProcessManager::start(&client, &ns));
+    let manager = (!opts.use_running_manager).then(|| InProcessManager::start(&client, &ns, &opts));
     let ctx =
         steps::Ctx { client: client.clone(), ns: ns.clone(), opts: opts.clone(), cluster: cluster.clone() };
     let mut results = Vec::new();
@@ -120,9 +124,15 @@ struct InProcessManager {
 }
 
 impl InProcessManager {
-    fn start(client: &Client, ns: &str) -> InProcessManager {
+    fn start(client: &Client, ns: &str, opts: &Options) -> InProcessManager {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let cfg = crate::manager::Config::namespaced(ns);
+        let mut cfg = crate::manager::Config::namespaced(ns);
+        cfg.local_webhooks =
+            opts.local_webhooks.clone().map(|l| crate::manager::webhook::local::LocalConfig {
+                lease_namespace: ns.into(),
+                probe_namespace: ns.into(),
+                ..l
+            });
         let task = tokio::spawn(crate::manager::run(client.clone(), cfg, async move {
             let _ = stopped.await;
         }));
@@ -133,9 +143,13 @@ impl InProcessManager {
     async fn stop(self) -> Option<StepResult> {
         let _ = self.stop.send(());
         match self.task.await {
-            Ok(Err(e)) => {
-                Some(StepResult { name: "manager".into(), ok: false, seconds: 0.0, detail: e.to_string() })
-            }
+            Ok(Err(e)) => Some(StepResult {
+                name: "manager".into(),
+                ok: false,
+                skipped: false,
+                seconds: 0.0,
+                detail: e.to_string(),
+            }),
             _ => None,
         }
     }
@@ -159,10 +173,11 @@ async fn run_steps(ctx: &steps::Ctx, progress: &dyn Fn(&StepResult), results: &m
 async fn run_step(ctx: &steps::Ctx, step: &steps::Step) -> StepResult {
     let t = Instant::now();
     let timeout = ctx.opts.timeout;
-    let (mut ok, mut detail) = match tokio::time::timeout(timeout, (step.run)(ctx)).await {
-        Ok(Ok(detail)) => (true, detail),
-        Ok(Err(e)) => (false, e.to_string()),
-        Err(_) => (false, format!("timed out after {timeout:?}")),
+    let (mut ok, mut detail, skipped) = match tokio::time::timeout(timeout, (step.run)(ctx)).await {
+        Ok(Ok(detail)) => (true, detail, false),
+        Ok(Err(e @ Error::NotApplicable(_))) => (true, e.to_string(), true),
+        Ok(Err(e)) => (false, e.to_string(), false),
+        Err(_) => (false, format!("timed out after {timeout:?}"), false),
     };
     if ok {
         let errors = oracle::errors(&ctx.client, &ctx.ns, ctx.opts.use_running_manager).await;
@@ -171,7 +186,7 @@ async fn run_step(ctx: &steps::Ctx, step: &steps::Step) -> StepResult {
             detail = format!("diagnose found errors: {}", errors.join("; "));
         }
     }
-    StepResult { name: step.name.to_string(), ok, seconds: t.elapsed().as_secs_f64(), detail }
+    StepResult { name: step.name.to_string(), ok, skipped, seconds: t.elapsed().as_secs_f64(), detail }
 }
 
 /// A context name that looks like production: e2e refuses it without --yes.

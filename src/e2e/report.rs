@@ -9,6 +9,8 @@ use super::cluster::Cluster;
 pub struct StepResult {
     pub name: String,
     pub ok: bool,
+    /// It did not apply here (ok, and its detail says why).
+    pub skipped: bool,
     pub seconds: f64,
     pub detail: String,
 }
@@ -48,6 +50,7 @@ pub fn sample(oks: &[bool]) -> Report {
             .enumerate()
             .map(|(i, ok)| StepResult {
                 name: format!("s{i}"),
+                skipped: false,
                 ok: *ok,
                 seconds: 1.0,
                 detail: if *ok { String::new() } else { "timed out".into() },

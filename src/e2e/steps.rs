@@ -55,6 +55,10 @@ pub fn all() -> Vec<Step> {
             run: |c| Box::pin(foreign(c)),
         },
         Step {
+            name: "webhooks: an old client's Runner converts, a taken host is refused",
+            run: |c| Box::pin(super::webhooks::webhooks(c)),
+        },
+        Step {
             name: "delete the Runner; it and its children are gone, its record stays",
             run: |c| Box::pin(delete(c)),
         },
@@ -74,7 +78,7 @@ where
 
 /// Polls `check` every 250 ms until it yields Some. The caller's timeout
 /// bounds it.
-async fn until<T, F, Fut>(mut check: F) -> T
+pub(super) async fn until<T, F, Fut>(mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

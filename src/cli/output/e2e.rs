@@ -2,7 +2,7 @@
 //! then a summary line or JSON. The JSON's field names are stable:
 //! `cluster.{context, kind}` (kind only on a kind cluster), `namespace`,
 //! `installedCrd`, `kept`, `interrupted`, `seconds`,
-//! `artifacts`, `passed`, `steps[].{name, ok, seconds, detail}`.
+//! `artifacts`, `passed`, `steps[].{name, ok, skipped, seconds, detail}`.
 
 use super::Safe;
 use crate::e2e::cluster::Cluster;
@@ -16,7 +16,11 @@ pub fn banner(context: &str, major: &str, minor: &str) -> String {
 
 /// One progress line per step: "  ok    12.3s  scale 1 -> 3 -> 2".
 pub fn step_line(s: &StepResult) -> String {
-    let mark = if s.ok { "ok  " } else { "FAIL" };
+    let mark = match (s.ok, s.skipped) {
+        (true, true) => "skip",
+        (true, false) => "ok  ",
+        (false, _) => "FAIL",
+    };
     let mut line = format!("  {mark} {:>6.1}s  {}", s.seconds, Safe::new(&s.name));
     if !s.detail.is_empty() {
         line.push_str(&format!(": {}", Safe::new(&s.detail)));
@@ -26,7 +30,7 @@ pub fn step_line(s: &StepResult) -> String {
 
 /// One line: "e2e passed: 9/9 steps in 41.2 s (namespace runner-e2e-1a2b3c)".
 pub fn summary(r: &Report) -> String {
-    let ok = r.steps.iter().filter(|s| s.ok).count();
+    let ok = r.steps.iter().filter(|s| s.ok && !s.skipped).count();
     let verdict = if r.passed() {
         "passed"
     } else if r.interrupted {
@@ -41,6 +45,10 @@ pub fn summary(r: &Report) -> String {
         cluster(&r.cluster),
         Safe::new(&r.namespace)
     );
+    let skipped = r.steps.iter().filter(|s| s.skipped).count();
+    if skipped > 0 {
+        s.push_str(&format!(", {skipped} skipped"));
+    }
     if let Some(dir) = &r.artifacts {
         s.push_str(&format!("; artifacts in {}", Safe::new(dir)));
     }
