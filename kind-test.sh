@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Proves the Runner lifecycle on a kind cluster with a manager started by
-# `kubectl runner e2e` in this process (your kubeconfig, not a ServiceAccount).
+# `kubectl runner e2e` in this process (your kubeconfig, not a ServiceAccount),
+# then again with that manager serving the webhooks from this machine
+# (`e2e --local-webhooks`: the node's apiserver calls it through the Docker
+# network's gateway).
 # Arguments go to `kubectl runner e2e` (e.g. --image, see its --help).
 #
 #   KIND_CLUSTER     cluster name (default handbook-lab); created if missing,
@@ -50,4 +53,6 @@ fi
 step "kubectl runner e2e (in-process manager)"
 # e2e cleans up only what it created, also on failure and Ctrl-C.
 "${runner[@]}" e2e "$@"
+step "kubectl runner e2e --local-webhooks (the kind node's apiserver calls this machine)"
+"${runner[@]}" e2e --local-webhooks "$@"
 step "kind-test passed on $CLUSTER"

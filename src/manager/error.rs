@@ -41,8 +41,9 @@ pub enum Error {
     #[error("the apiserver refuses a child of Runner {runner}: {message}")]
     ChildRejected { runner: String, message: String },
 
-    /// The conversion webhook could not make, load or keep its certificate.
-    #[error("conversion webhook: {0}")]
+    /// The webhooks could not make, load or keep their certificate, or
+    /// (served locally) take or hand back their registrations.
+    #[error("webhooks: {0}")]
     Webhook(String),
 }
 
