@@ -119,7 +119,7 @@ pub async fn serve(
                 },
                 _ = stopped(&mut shutdown) => return,
             };
-            let (acceptor, routes) = (acceptor.clone(), routes.clone());
+            let (acceptor, routes, mut shutdown) = (acceptor.clone(), routes.clone(), shutdown.clone());
             tokio::spawn(async move {
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => tls,
@@ -129,7 +129,18 @@ pub async fn serve(
                 let service = TowerToHyperService::new(routes);
                 let conn =
                     hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
-                if let Err(e) = conn.await {
+                let mut conn = std::pin::pin!(conn);
+                // A stopped server closes its kept-alive connections too (after
+                // the request in flight): else the apiserver would keep calling
+                // a manager that has stopped, through a connection it reuses.
+                let done = tokio::select! {
+                    done = conn.as_mut() => done,
+                    _ = stopped(&mut shutdown) => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = done {
                     debug!(error = %e, "webhook connection");
                 }
             });
