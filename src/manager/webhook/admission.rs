@@ -95,7 +95,7 @@ impl Admission {
             Err(e) => return allowed.deny(format!("cannot read the Runner: {e}")),
         };
         if !self.synced(SYNC_WAIT).await {
-            return allowed.deny(STARTING);
+            return refuse(allowed, 503, "ServiceUnavailable", STARTING);
         }
         let namespace = req.namespace.clone().or_else(|| runner.namespace()).unwrap_or_default();
         let name = if req.name.is_empty() { runner.name_any() } else { req.name.clone() };
@@ -104,7 +104,7 @@ impl Admission {
         let claims = claims.chain(ingresses.iter().flat_map(|i| ingress_claims(i)));
         let verdict = admission::judge(&namespace, &name, &runner, claims);
         let mut out = match verdict.denial() {
-            Some(message) => allowed.deny(message),
+            Some(message) => refuse(allowed, 422, "Invalid", &(message + &converted(req))),
             None => allowed,
         };
         if !verdict.warnings.is_empty() {
@@ -115,6 +115,29 @@ impl Admission {
             micros = started.elapsed().as_micros() as u64, "admission review"
         );
         out
+    }
+}
+
+/// `response` refused with `message`, an HTTP `code` and its `reason`.
+/// Without a code the apiserver answers 400 with no reason; a conflict
+/// is 422 Invalid (what no client retries as is, unlike 409, which
+/// read-modify-write loops retry), the webhook starting 503 (retry soon).
+fn refuse(response: AdmissionResponse, code: u16, reason: &str, message: &str) -> AdmissionResponse {
+    let mut out = response.deny(message);
+    out.result.code = code;
+    out.result.reason = reason.into();
+    out
+}
+
+/// The note a refusal of a write made in another version carries: the
+/// fields it names are the storage version's, which that writer never saw.
+fn converted(req: &AdmissionRequest<DynamicObject>) -> String {
+    match &req.request_kind {
+        Some(k) if k.version != VERSION => format!(
+            " (the write was {}/{}, judged as {GROUP}/{VERSION}: its spec.host is spec.expose.hosts[0])",
+            k.group, k.version
+        ),
+        _ => String::new(),
     }
 }
 
