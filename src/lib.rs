@@ -14,6 +14,8 @@
 //!                  ▼
 //!   kinds (one module per child kind; kinds::visit is the one list) ─► ownership, rollout ─► api
 //!
+//!   admission (pure: host conflicts, image warnings) ◄─ manager::webhook's /validate
+//!
 //!   rbac (permission list, a rule per kind) ─► manifests (CRD, RBAC, manager YAML) ─► manifests/
 //!        └─► the manager's preflight and diagnose's SubjectAccessReviews
 //! ```
@@ -27,6 +29,7 @@
 //! child kind or a field.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod client;

@@ -331,6 +331,10 @@ pub fn manager(image: &str, scope: &RbacScope) -> Vec<Manifest> {
         },
     });
     let mut out = webhook::webhook_objects(&labels);
+    // Before the Deployment: the manager's first round finds it and sets
+    // its caBundle (else Runner writes would fail until the next round);
+    // uninstall, in reverse order, removes it right after the manager.
+    out.push(webhook::validating_manifest());
     out.push(Manifest::new("apps/v1", "Deployment", "deployments", true, deployment));
     out
 }

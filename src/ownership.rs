@@ -33,11 +33,19 @@ pub fn ownership(child: &ObjectMeta, runner_uid: &str) -> Ownership {
     let controller = child.owner_references.iter().flatten().find(|o| o.controller == Some(true));
     match controller {
         Some(o) if !runner_uid.is_empty() && o.uid == runner_uid => Ownership::Ours,
-        Some(o) if o.kind == "Runner" && o.api_version.split('/').next() == Some(GROUP) => {
-            Ownership::StaleOwner
-        }
+        Some(o) if is_runner(o) => Ownership::StaleOwner,
         _ => Ownership::Foreign,
     }
+}
+
+/// Controlled by some Runner (any UID): the admission webhook counts such
+/// an Ingress's hosts as that Runner's, not as a second holder.
+pub fn controlled_by_a_runner(child: &ObjectMeta) -> bool {
+    child.owner_references.iter().flatten().any(|o| o.controller == Some(true) && is_runner(o))
+}
+
+fn is_runner(o: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference) -> bool {
+    o.kind == "Runner" && o.api_version.split('/').next() == Some(GROUP)
 }
 
 /// Made for the Runner with `runner_uid` (it carries its UID label) and
@@ -119,6 +127,14 @@ mod tests {
         assert!(!orphaned_from(&meta(None, None), "u1"), "never ours");
         assert!(!orphaned_from(&meta(Some(("Runner", "u1", true)), Some("u1")), "u1"), "still controlled");
         assert!(!orphaned_from(&meta(None, Some("")), ""));
+    }
+
+    #[test]
+    fn any_runners_controller_reference_counts_as_controlled_by_a_runner() {
+        assert!(controlled_by_a_runner(&meta(Some(("Runner", "u0", true)), None)));
+        assert!(!controlled_by_a_runner(&meta(Some(("Runner", "u0", false)), None)), "not the controller");
+        assert!(!controlled_by_a_runner(&meta(Some(("ReplicaSet", "x", true)), None)));
+        assert!(!controlled_by_a_runner(&meta(None, Some("u0"))), "a label is not ownership");
     }
 
     #[test]

@@ -191,9 +191,12 @@ pub const METRICS_AUTH: &[Permission] = &[
     },
 ];
 
-/// The conversion webhook's: its certificates' Secret, read by name and
-/// updated (install creates it, so no `create`), and the caBundle of the
-/// Runner CRD and no other.
+/// The webhooks': their certificates' Secret, read by name and updated
+/// (install creates it, so no `create`), the caBundle of the Runner CRD and
+/// of the Runner ValidatingWebhookConfiguration and no others, and the
+/// validating webhook's index: Runners and Ingresses in every namespace
+/// (a host is refused whichever namespace holds it), also for a manager
+/// installed for some namespaces only.
 pub const WEBHOOK: &[Permission] = &[
     Permission {
         group: "",
@@ -210,6 +213,30 @@ pub const WEBHOOK: &[Permission] = &[
         verbs: &["get", "patch"],
         scope: Scope::Cluster,
         why: "set the Runner CRD's conversion caBundle to the webhook's CA, so the apiserver trusts it",
+    },
+    Permission {
+        group: "admissionregistration.k8s.io",
+        resource: "validatingwebhookconfigurations",
+        resource_name: Some(crate::webhook::VALIDATING_CONFIG),
+        verbs: &["get", "patch"],
+        scope: Scope::Cluster,
+        why: "set the Runner validating webhook's caBundle to the webhook's CA, so the apiserver trusts it",
+    },
+    Permission {
+        group: crate::api::GROUP,
+        resource: "runners",
+        resource_name: None,
+        verbs: &["list", "watch"],
+        scope: Scope::Cluster,
+        why: "index every Runner's hosts, so the validating webhook refuses a host another Runner serves",
+    },
+    Permission {
+        group: "networking.k8s.io",
+        resource: "ingresses",
+        resource_name: None,
+        verbs: &["list", "watch"],
+        scope: Scope::Cluster,
+        why: "index every Ingress's hosts, so the validating webhook refuses a host an Ingress serves",
     },
 ];
 
@@ -268,6 +295,10 @@ mod tests {
                 assert_eq!(p.resource_name, Some("runner-webhook-tls"), "{p:?}");
                 assert_eq!(p.scope, Scope::ManagerNamespace);
                 assert_eq!(p.verbs, ["get", "update", "watch"], "no list: other Secrets stay unread");
+            }
+            if p.resource == "validatingwebhookconfigurations" {
+                assert_eq!(p.resource_name, Some("runner-validation"), "{p:?}");
+                assert_eq!(p.verbs, ["get", "patch"], "no create: install makes it, the manager keeps it");
             }
             if p.resource == "customresourcedefinitions" {
                 assert_eq!(p.resource_name, Some("runners.lab.cloudlab.training"), "{p:?}");

@@ -226,6 +226,9 @@ mod tests {
     fn uninstall_deletes_the_manager_first_and_the_crd_last() {
         let kinds: Vec<String> = installable_kinds().into_iter().rev().map(|(ar, _)| ar.kind).collect();
         assert_eq!(kinds.first().map(String::as_str), Some("Deployment"));
+        // Right after the manager: nothing is left serving it, and with
+        // failurePolicy Fail it would refuse every Runner write.
+        assert_eq!(kinds.get(1).map(String::as_str), Some("ValidatingWebhookConfiguration"));
         assert_eq!(kinds.last().map(String::as_str), Some("CustomResourceDefinition"));
         assert!(kinds.contains(&"ClusterRole".to_string()) && kinds.contains(&"Role".to_string()));
     }

@@ -26,8 +26,15 @@ fn namespace_scoped_rbac_has_a_role_per_namespace_and_no_cluster_role_but_the_we
     let role = ms.iter().find(|m| m.describe() == "ClusterRole/runner-webhook").unwrap();
     assert_eq!(
         role.object.data["rules"],
-        serde_json::json!([{ "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-                             "resourceNames": ["runners.lab.cloudlab.training"], "verbs": ["get", "patch"] }])
+        serde_json::json!([
+            { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+              "resourceNames": ["runners.lab.cloudlab.training"], "verbs": ["get", "patch"] },
+            { "apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+              "resourceNames": ["runner-validation"], "verbs": ["get", "patch"] },
+            // The validating webhook's index: every namespace, read only.
+            { "apiGroups": ["lab.cloudlab.training"], "resources": ["runners"], "verbs": ["list", "watch"] },
+            { "apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["list", "watch"] },
+        ])
     );
 }
 
@@ -51,12 +58,19 @@ fn the_manager_serves_the_webhook_behind_its_service_and_starts_after_its_secret
         [
             "Secret runner-system/runner-webhook-tls",
             "Service runner-system/runner-webhook",
+            "ValidatingWebhookConfiguration/runner-validation",
             "Deployment runner-system/runner-controller-manager"
         ]
     );
     let secret = &ms[0].object.data;
     assert!(secret.get("data").is_none() && secret["type"] == "Opaque", "created empty: {secret}");
-    let pod = &ms[2].object.data["spec"]["template"];
+    let webhook = &ms[2].object.data["webhooks"][0];
+    assert_eq!(
+        webhook["clientConfig"],
+        serde_json::json!({ "service": { "name": "runner-webhook", "namespace": "runner-system", "path": "/validate", "port": 443 } }),
+        "no caBundle: the manager's field"
+    );
+    let pod = &ms[3].object.data["spec"]["template"];
     assert_eq!(ms[1].object.data["spec"]["selector"], pod["metadata"]["labels"]);
     assert_eq!(ms[1].object.data["spec"]["ports"][0]["port"], 443);
     assert_eq!(ms[1].object.data["spec"]["ports"][0]["targetPort"], "webhook");

@@ -20,13 +20,17 @@ use crate::webhook::{FIELD_MANAGER, Target};
 const ATTEMPTS: usize = 5;
 
 /// Pure: the apply body that makes the CRD trust `ca_bundle` (PEM) on
-/// `target`; None when `crd` already does, or (with the Service as target)
-/// when it does not convert through a webhook at all.
+/// `target`; None when `crd` already does, (with the Service as target)
+/// when it does not convert through a webhook at all, or when a local
+/// manager holds it ([`super::held_locally`]).
 pub fn apply_body(
     crd: &CustomResourceDefinition,
     target: &Target,
     ca_bundle: &str,
 ) -> Option<serde_json::Value> {
+    if super::held_locally(&crd.metadata) {
+        return None;
+    }
     let conversion = crd.spec.conversion.as_ref();
     let client_config = conversion.and_then(|c| c.webhook.as_ref()).and_then(|w| w.client_config.as_ref());
     let current = client_config.and_then(|c| c.ca_bundle.as_ref()).map(|b| b.0.as_slice());
@@ -75,4 +79,20 @@ pub async fn ensure_ca_bundle(client: &kube::Client, target: &Target, ca_bundle:
         }
     }
     Err(Error::Webhook(format!("the CRD {CRD_NAME} kept changing under {ATTEMPTS} writes of its caBundle")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhook::local::SAVED_ANNOTATION;
+
+    #[test]
+    fn a_crd_a_local_manager_holds_is_left_alone() {
+        let service = Target::Service { namespace: "runner-system".into() };
+        let mut crd = crate::manifests::crd_with_webhook();
+        assert!(apply_body(&crd, &service, "PEM").is_some(), "no caBundle yet");
+        crd.metadata.annotations = Some([(SAVED_ANNOTATION.to_string(), "{}".to_string())].into());
+        assert_eq!(apply_body(&crd, &service, "PEM"), None);
+        assert_eq!(apply_body(&crd, &Target::Url("https://127.0.0.1:1/convert".into()), "PEM"), None);
+    }
 }

@@ -2,7 +2,8 @@
 //! [`certs::plan`], writes the result guarded by the resourceVersion it
 //! read (of replicas starting at once, one write wins; the others get a
 //! conflict, read the winner's certificates and keep them), serves what
-//! the Secret holds, and makes the CRD's caBundle match ([`super::crd`]).
+//! the Secret holds, and makes the caBundles match: the CRD's
+//! ([`super::crd`]) and the validating webhook's ([`super::validating`]).
 //! It looks again when the Secret changes (another replica renewed), at the
 //! plan's next check, and every [`RECHECK`] to repair a caBundle someone
 //! changed. Only its own Secret is read: get and watch by name, no list.
@@ -17,8 +18,8 @@ use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::crd;
 use super::serve::CertSlot;
+use super::{crd, validating};
 use crate::error::FromApi;
 use crate::manager::error::{Error, Result};
 use crate::webhook::certs::{self, LIFETIMES, Material};
@@ -46,6 +47,8 @@ pub struct Kept {
     pub next_check: chrono::DateTime<Utc>,
     /// False when the CRD does not convert through a webhook at all.
     pub converts: bool,
+    /// False when there is no ValidatingWebhookConfiguration to keep.
+    pub validates: bool,
 }
 
 impl Keeper {
@@ -71,8 +74,10 @@ impl Keeper {
             };
             self.slot.load(&material.tls_crt, &material.tls_key).map_err(Error::Webhook)?;
             let converts = crd::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
+            let validates =
+                validating::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
             let resource_version = kept.metadata.resource_version.unwrap_or_default();
-            return Ok(Kept { resource_version, next_check: plan.next_check, converts });
+            return Ok(Kept { resource_version, next_check: plan.next_check, converts, validates });
         }
         Err(Error::Webhook(format!(
             "Secret {}/{SECRET} kept changing under {ATTEMPTS} writes",
@@ -127,7 +132,7 @@ impl Keeper {
             match self.round().await {
                 Ok(kept) => last = kept,
                 Err(e) => {
-                    warn!(error = %e, "keeping the conversion webhook's certificates");
+                    warn!(error = %e, "keeping the webhooks' certificates");
                     last.next_check = Utc::now() + chrono::TimeDelta::seconds(5);
                 }
             }

@@ -1,5 +1,7 @@
-//! HTTPS `/convert` on every replica: the apiserver posts a ConversionReview
-//! and gets the converted objects back ([`crate::api::conversion::review`]).
+//! HTTPS `/convert` and `/validate` on every replica: the apiserver posts
+//! a ConversionReview and gets the converted objects back
+//! ([`crate::api::conversion::review`]), or an AdmissionReview of a Runner
+//! write and gets the verdict ([`super::admission`]).
 //! The certificate sits in a [`CertSlot`] the keeper (the `keep` module)
 //! refills whenever the Secret changes, so a renewal by another replica
 //! is served without a restart; connections already open keep theirs.
@@ -15,6 +17,8 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use kube::api::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::conversion::ConversionReview;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -23,8 +27,9 @@ use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use super::admission::Admission;
 use crate::manager::error::{Error, Result};
-use crate::webhook::PATH;
+use crate::webhook::{PATH, VALIDATE_PATH};
 
 /// The certificate being served; empty until the keeper's first load.
 #[derive(Debug, Default)]
@@ -59,10 +64,13 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// are about 2 MB; axum's default limit (2 MB) would refuse such a list.
 const BODY_LIMIT: usize = 32 << 20;
 
-/// `POST /convert`. `started` dates the first conversion in the log: the
-/// figure that says how long a new manager leaves reads of old objects
-/// failing.
-pub fn routes(started: Instant) -> Router {
+/// `POST /convert` and `POST /validate`. `started` dates the first
+/// conversion in the log: the figure that says how long a new manager
+/// leaves reads of old objects failing. `admission` is the index the
+/// validating webhook reads; the in-cluster manager and a local one
+/// (`run-manager --local-webhooks`, with its own certificate) build the
+/// same routes from it.
+pub fn routes(started: Instant, admission: Admission) -> Router {
     let first = Arc::new(std::sync::Once::new());
     let convert = move |body: axum::body::Bytes| {
         let first = first.clone();
@@ -84,7 +92,36 @@ pub fn routes(started: Instant) -> Router {
             ([(header::CONTENT_TYPE, "application/json")], out).into_response()
         }
     };
-    Router::new().route(PATH, post(convert)).layer(DefaultBodyLimit::max(BODY_LIMIT))
+    let validate = move |body: axum::body::Bytes| {
+        let admission = admission.clone();
+        async move { json(&validate(&admission, &body).await) }
+    };
+    Router::new()
+        .route(PATH, post(convert))
+        .route(VALIDATE_PATH, post(validate))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+/// One AdmissionReview answered. A body that is no review of a Runner
+/// write is answered with an invalid response (no uid to echo), which
+/// the apiserver treats as a failed call: failurePolicy decides.
+async fn validate(admission: &Admission, body: &[u8]) -> AdmissionReview<DynamicObject> {
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return AdmissionResponse::invalid(format!("not an AdmissionReview: {e}")).into_review(),
+    };
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(e) => return AdmissionResponse::invalid(e).into_review(),
+    };
+    admission.review(&request).await.into_review()
+}
+
+fn json(review: &AdmissionReview<DynamicObject>) -> axum::response::Response {
+    match serde_json::to_vec(review) {
+        Ok(out) => ([(header::CONTENT_TYPE, "application/json")], out).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the AdmissionReview\n").into_response(),
+    }
 }
 
 /// Binds `addr` (so a port in use fails startup) and serves `routes` over
@@ -119,7 +156,7 @@ pub async fn serve(
                 },
                 _ = stopped(&mut shutdown) => return,
             };
-            let (acceptor, routes) = (acceptor.clone(), routes.clone());
+            let (acceptor, routes, mut shutdown) = (acceptor.clone(), routes.clone(), shutdown.clone());
             tokio::spawn(async move {
                 let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => tls,
@@ -129,7 +166,18 @@ pub async fn serve(
                 let service = TowerToHyperService::new(routes);
                 let conn =
                     hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
-                if let Err(e) = conn.await {
+                let mut conn = std::pin::pin!(conn);
+                // A stopped server closes its kept-alive connections too (after
+                // the request in flight): else the apiserver would keep calling
+                // a manager that has stopped, through a connection it reuses.
+                let done = tokio::select! {
+                    done = conn.as_mut() => done,
+                    _ = stopped(&mut shutdown) => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = done {
                     debug!(error = %e, "webhook connection");
                 }
             });
