@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 pub mod conversion;
+pub mod lease;
 pub mod manager;
 
 /// How long ago `t` was, never negative (clocks skew).
