@@ -1,6 +1,6 @@
 //! `diagnose --fix`: removes our finalizer from a Runner stuck Terminating,
 //! and only when the promise it stands for is already kept (the children are
-//! gone); [`super::restore`] puts back the registrations a local manager
+//! gone); `diagnose::restore` puts back the registrations a local manager
 //! left behind, and shares this module's [`Error`]. The candidates come from the snapshot (pure); the removal re-reads
 //! the Runner and its children right before patching, and the patch carries the
 //! resourceVersion of that read, so a Runner re-created or changed in
