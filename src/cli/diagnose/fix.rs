@@ -85,7 +85,7 @@ async fn restore_registrations(client: &kube::Client, yes: bool, fixes: &[Restor
 /// from the cluster is escaped on its own.
 fn proposal(f: &RestoreFix) -> String {
     format!(
-        "{} points at the local manager {}, which is gone.\n  It sends reviews to {}; {}.\n  Restoring puts back: {}.\n",
+        "{} points at the local manager {}, which is gone.\n  It sends reviews to {}; {}.\n  Restoring it: {}.\n",
         f.object.display(),
         Safe::new(format!("{:?}", f.by.holder)),
         Safe::new(f.targets.join(", ")),

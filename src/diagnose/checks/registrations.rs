@@ -59,7 +59,7 @@ fn registration(s: &Snapshot, r: &Registration) -> Option<Finding> {
             Finding::info(Code::LocalWebhooksServed, object, message)
                 .evidence(sends(r))
                 .evidence(held.holding.describe(by, s.now))
-                .evidence(format!("stopping it (Ctrl-C) puts back: {}", held.restores)),
+                .evidence(format!("what stopping it (Ctrl-C) restores: {}", held.restores)),
         );
     }
     if !held.holding.abandoned() {
@@ -76,7 +76,7 @@ fn registration(s: &Snapshot, r: &Registration) -> Option<Finding> {
             f = f.evidence(format!("{}: {}", read.what, read.error));
         }
     }
-    Some(f.evidence(format!("diagnose --fix puts back: {}", held.restores)).fix(FIX))
+    Some(f.evidence(format!("what diagnose --fix restores: {}", held.restores)).fix(FIX))
 }
 
 /// An annotation this tool did not write (or someone edited): what the

@@ -66,7 +66,7 @@ fn registrations_left_by_a_dead_local_manager_come_first_with_what_fails_and_the
         "{vwc:#?}"
     );
     assert_eq!(vwc.evidence[0], "it sends admission reviews to URL https://127.0.0.1:9443/validate");
-    assert_eq!(vwc.evidence[2], "diagnose --fix puts back: deleted: a local manager created it");
+    assert_eq!(vwc.evidence[2], "what diagnose --fix restores: deleted (a local manager created it)");
     assert_eq!(vwc.fix.as_deref(), Some(FIX));
 
     let skipped: Vec<&Finding> = all.iter().filter(|f| f.code == Code::NotReadable).collect();

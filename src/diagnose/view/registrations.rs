@@ -229,7 +229,7 @@ fn crd_restores(p: &CrdPrevious) -> String {
 /// The webhook configuration's saved state, in words.
 fn validating_restores(p: &ValidatingPrevious) -> String {
     match &p.webhooks {
-        None => "deleted: a local manager created it".into(),
+        None => "deleted (a local manager created it)".into(),
         Some(w) if w.is_empty() => "no webhooks".into(),
         Some(w) => {
             let each: Vec<String> = w
