@@ -309,12 +309,28 @@ pub fn locally_served(renewed_secs_ago: i64) -> Snapshot {
     use crate::webhook::local;
     let mut s = healthy();
     let by = local_holder();
-    s.crd = Some(local::point_crd(&crate::manifests::crd(), &by, "CA", false).unwrap());
-    let vwc = local::point_validating(None, &by, "CA", false).unwrap();
+    let (conversion, desired) = pointed_at(&by);
+    s.crd = Some(local::point_crd(&crate::manifests::crd(), &by, conversion, false).unwrap());
+    let vwc = local::point_validating(None, &by, desired, false).unwrap();
     s.registrations.validating = Readable::Read(Some(vwc));
     let lease = local_lease(&by.holder, renewed_secs_ago);
     s.registrations.leases.insert(LOCAL_NS.into(), Readable::Read(Some(lease)));
     s
+}
+
+/// The conversion and the webhook configuration a local manager `by`
+/// registers (as `manager::webhook::local` builds them).
+pub fn pointed_at(
+    by: &crate::webhook::local::Holder,
+) -> (
+    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion,
+    k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+) {
+    let target = crate::webhook::local::target(&by.url);
+    (
+        crate::manifests::conversion(&target, Some("CA")),
+        crate::manifests::validating_webhook_configuration(&target, Some("CA")),
+    )
 }
 
 /// [`locally_served`] ten minutes after its manager died.

@@ -91,8 +91,8 @@ fn the_lease_decides_by_the_wall_clock_with_a_few_seconds_of_slack() {
     type Case =
         (&'static str, Readable<Option<k8s_openapi::api::coordination::v1::Lease>>, Option<&'static str>);
     let cases: Vec<Case> = vec![
-        ("renewed within its 15 s and 5 s of slack", Readable::Read(Some(local_lease(&holder, 20))), None),
-        ("one second later", Readable::Read(Some(local_lease(&holder, 21))), Some("expired 6s ago")),
+        ("renewed within its 15 s and 5 s of slack", Readable::Read(Some(local_lease(&holder, 19))), None),
+        ("one second later", Readable::Read(Some(local_lease(&holder, 20))), Some("expired 5s ago")),
         (
             "no Lease",
             Readable::Read(None),

@@ -1,7 +1,8 @@
-//! Pure: whether a Lease's holder is alive. One rule for every Lease
-//! diagnose judges (the leader's, the presence Leases, a local manager's
-//! [`crate::webhook::local::LEASE`]), so the manager check and the
-//! registration checks never disagree about the same clock.
+//! Pure: whether a Lease's holder is alive. One rule for the manager's
+//! Leases (the leader's, the presence Leases), and the [`SLACK`] the
+//! registration checks add to the local managers' own rule
+//! (`webhook::local::lease_live`), so diagnose gives every holder the same
+//! few seconds.
 //!
 //! Judged by the wall clock: `renewTime` is written by the holder's clock
 //! and compared with diagnose's ([`Snapshot::now`](super::super::Snapshot)),

@@ -10,11 +10,11 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhookConfiguration, WebhookClientConfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::super::snapshot::{Readable, Snapshot};
 use super::conversion::{Target, conversion_target};
-use super::lease::Renewal;
+use super::lease::{Renewal, SLACK};
 use super::{age, human};
 use crate::client::children::NotReadable;
 use crate::webhook::local::{self, CrdPrevious, Holder, LEASE, ValidatingPrevious};
@@ -121,8 +121,13 @@ pub fn holding(by: &Holder, lease: Option<&Lease>, now: Timestamp) -> Holding {
     if r.holder.as_deref() != Some(by.holder.as_str()) {
         return Holding::OtherHolder { holder: r.holder };
     }
+    // The local managers' own rule ([`local::lease_live`]), [`SLACK`]
+    // later: `--fix` writes to a registration it does not hold, so a
+    // renewal a moment late (or a clock a moment ahead) must not count as
+    // a dead holder.
+    let earlier = SignedDuration::try_from(SLACK).ok().and_then(|d| now.checked_sub(d).ok()).unwrap_or(now);
     match r.renewed {
-        Some(renewed) if r.fresh(now) => Holding::Live { renewed },
+        Some(renewed) if local::lease_live(lease.spec.as_ref(), earlier) => Holding::Live { renewed },
         _ => Holding::Expired { expired: r.expires() },
     }
 }

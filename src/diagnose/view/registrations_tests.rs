@@ -2,6 +2,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use super::*;
+use crate::diagnose::checks::fixtures::pointed_at;
 use crate::webhook::local::{self, Holder};
 
 fn now() -> Timestamp {
@@ -59,8 +60,9 @@ fn only_annotated_objects_are_registrations_and_they_name_their_lease_namespaces
     let crd = crate::manifests::crd();
     assert!(of_crd(&crd).is_none());
     assert!(lease_namespaces(Some(&crd), None).is_empty());
-    let pointed = local::point_crd(&crd, &by(), "CA", false).unwrap();
-    let vwc = local::point_validating(None, &by(), "CA", false).unwrap();
+    let (conversion, desired) = pointed_at(&by());
+    let pointed = local::point_crd(&crd, &by(), conversion, false).unwrap();
+    let vwc = local::point_validating(None, &by(), desired.clone(), false).unwrap();
     let r = of_crd(&pointed).unwrap();
     assert_eq!(r.targets, [Target::Url("https://127.0.0.1:9443/convert".into())]);
     let held = r.saved.unwrap();
@@ -75,7 +77,7 @@ fn only_annotated_objects_are_registrations_and_they_name_their_lease_namespaces
     // A configuration that existed before: its webhooks are what comes back.
     let service = crate::webhook::Target::Service { namespace: "runner-system".into() };
     let installed = crate::manifests::validating_webhook_configuration(&service, None);
-    let taken = local::point_validating(Some(&installed), &by(), "CA", false).unwrap();
+    let taken = local::point_validating(Some(&installed), &by(), desired, false).unwrap();
     let held = of_validating(&taken).unwrap().saved.unwrap();
     assert_eq!(
         held.restores,
