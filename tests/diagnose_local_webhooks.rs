@@ -257,12 +257,21 @@ async fn a_configuration_that_existed_before_gets_its_webhooks_back() {
     let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(ns.client.clone());
     vwcs.create(&PostParams::default(), &installed).await.expect("install the configuration");
     let before = registrations(&ns.client).await;
+    // As the apiserver stored it, it differs from ours in that one field.
+    let mut args = vec!["-n", ns.name.as_str()];
+    args.extend(NOW);
+    let (_, report) = diagnose(&args).await;
+    let drift = with_code(&report, "validating-webhook-drift");
+    assert_eq!(drift.len(), 1, "{report:#}");
+    assert_eq!(
+        drift[0]["evidence"],
+        serde_json::json!(["webhooks[0].failurePolicy: cluster has \"Ignore\", expected \"Fail\""])
+    );
 
     let by = crashed(&ns.name);
     point(&ns.client, &by).await;
     // No Lease at all: never written, or deleted.
-    let mut args = vec!["-n", ns.name.as_str(), "--fix", "--yes"];
-    args.extend(NOW);
+    args.extend(["--fix", "--yes"]);
     let (_, after) = diagnose(&args).await;
     assert!(with_code(&after, "local-webhooks-abandoned").is_empty(), "{after:#}");
     assert_eq!(registrations(&ns.client).await, before, "the installed webhooks are back, the CRD too");

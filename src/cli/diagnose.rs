@@ -18,7 +18,8 @@ mod fix;
 
 const AFTER_HELP: &str = "\
 Checks, in order: the installation (cluster reachable, CRD present, served and
-equal to what this binary generates); registrations a local manager
+equal to what this binary generates, as is the validating webhook
+configuration's admission rules); registrations a local manager
 (`run-manager --local-webhooks`) pointed at itself and left when it died
 (its Lease expired): the CRD's conversion, which makes reads of Runners fail,
 and the validating webhook, which refuses their creates and updates; said

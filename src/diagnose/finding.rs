@@ -66,6 +66,7 @@ codes! {
         CrdMissing = "crd-missing",
         CrdVersionNotServed = "crd-version-not-served",
         CrdSchemaDrift = "crd-schema-drift",
+        ValidatingWebhookDrift = "validating-webhook-drift",
     }
     /// Conversion between the Runner's versions: the webhook, its
     /// certificates, and the versions objects are stored at.
