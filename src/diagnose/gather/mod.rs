@@ -8,10 +8,10 @@
 //! could be computed.
 //!
 //! ```text
-//! version ─► CRD, manager (Deployment, Pods, Lease) ─► ServiceAccount, SARs, bindings
-//!                                                  └─► Runners ─► children, Pods, Events
+//! version ─► CRD, manager (Deployment, Pods, Lease), ─► ServiceAccount, SARs, bindings
+//!            ValidatingWebhookConfiguration          └─► Runners ─► children, Pods, Events
 //!                                                  └─► conversion webhook: Service, EndpointSlices, Secret
-//!    └─► ValidatingWebhookConfiguration ─────────────────► Leases of the local managers the annotations name
+//!                                                  └─► the Lease of each local manager an annotation names
 //!                                                      ... churn window ... Runners again
 //!                                                      ... --observe: watch them meanwhile
 //! ```
