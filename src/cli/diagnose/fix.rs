@@ -107,3 +107,33 @@ fn confirmed(yes: bool, question: &str, doing: &str) -> Result<bool> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::view::registrations::Object;
+    use crate::webhook::local::Holder;
+
+    #[test]
+    fn the_proposal_names_what_comes_back_and_escapes_what_the_cluster_wrote() {
+        let f = RestoreFix {
+            object: Object::Validating,
+            by: Holder {
+                holder: "evil\u{1b}]0;x\u{7}".into(),
+                lease_namespace: "dev".into(),
+                url: "u".into(),
+            },
+            targets: vec!["URL https://127.0.0.1:1/validate".into()],
+            holding: "there is no Lease dev/runner-local-webhooks: its holder is gone".into(),
+            restores: "deleted (a local manager created it)".into(),
+        };
+        let p = proposal(&f);
+        assert!(!p.contains('\u{1b}') && !p.contains('\u{7}'), "{p:?}");
+        assert!(
+            p.starts_with("ValidatingWebhookConfiguration runner-validation points at the local manager"),
+            "{p}"
+        );
+        assert!(p.contains("It sends reviews to URL https://127.0.0.1:1/validate; there is no Lease"), "{p}");
+        assert!(p.ends_with("  Restoring it: deleted (a local manager created it).\n"), "{p}");
+    }
+}
