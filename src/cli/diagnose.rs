@@ -1,7 +1,8 @@
 //! `kubectl runner diagnose [NAME]`: arguments -> a validated
 //! [`crate::diagnose::Request`] -> gather, check, report; with `--fix`, the
-//! confirmed finalizer removals happen between a first diagnose and the one
-//! that is reported, so the output shows the state after the fix.
+//! confirmed fixes ([`fix`]: registrations a local manager left, stuck
+//! finalizers) happen between a first diagnose and the one that is
+//! reported, so the output shows the state after the fix.
 
 use std::time::Duration;
 
@@ -11,11 +12,19 @@ use super::args::parse_duration;
 use super::error::{Error, Result};
 use super::{Ctx, Globals, exit, output};
 use crate::diagnose::snapshot::{ServiceAccountRef, Thresholds};
-use crate::diagnose::{self, Request, fix};
+use crate::diagnose::{self, Request};
+
+mod fix;
 
 const AFTER_HELP: &str = "\
 Checks, in order: the installation (cluster reachable, CRD present, served and
-equal to what this binary generates); conversion between the Runner's versions
+equal to what this binary generates, as is the validating webhook
+configuration's admission rules); registrations a local manager
+(`run-manager --local-webhooks`) pointed at itself and left when it died
+(its Lease expired): the CRD's conversion, which makes reads of Runners fail,
+and the validating webhook, which refuses their creates and updates; said
+first, and restored by --fix; a validating webhook whose Service has no ready
+endpoint; conversion between the Runner's versions
 (a webhook that fails, which makes every read of Runners fail and is said
 first, with its Service, ready endpoints and the fix; a caBundle that does not
 verify the serving certificate; a certificate within {NEAR} days of its end; a
@@ -59,7 +68,13 @@ Permissions diagnose itself needs (it is read-only except for --fix):
   get     clusterroles and roles they refer to
   get     services, secrets and list endpointslices.discovery.k8s.io in
           runner-system, when the CRD converts by webhook
+  get     validatingwebhookconfigurations.admissionregistration.k8s.io, and
+          leases.coordination.k8s.io in the namespace a local manager's
+          annotation names
 {CHILDREN}
+  --fix:  update customresourcedefinitions.apiextensions.k8s.io, update and
+          delete validatingwebhookconfigurations, delete leases, to restore
+          what a local manager left
 Reads that are forbidden are reported as `gather-incomplete`, not fatal; a child
 kind you may not read is named once as `not-readable`, and its checks skipped.
 
@@ -76,7 +91,8 @@ Examples:
   kubectl runner diagnose --service-account team-a/runner-manager
   kubectl runner diagnose --as-service-account team-a/runner-manager   # the same
   kubectl runner diagnose web --observe 20s    # fights between field managers, write loops
-  kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone";
+  kubectl runner diagnose web --fix            # remove a stuck finalizer once the children are gone
+  kubectl runner diagnose --fix                # after a local manager crashed: restore the registrations";
 
 /// [`AFTER_HELP`] with the reads of children, one per kind of
 /// [`crate::kinds::all`], wrapped as the rest of the text is.
@@ -138,8 +154,10 @@ pub struct DiagnoseArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     pub output: Format,
-    /// Remove our finalizer from Runners stuck Terminating whose children are
-    /// already gone (asks first on a terminal).
+    /// Restore the CRD's conversion and the validating webhook a local
+    /// manager left pointing at itself when it died (its Lease expired),
+    /// and remove our finalizer from Runners stuck Terminating whose
+    /// children are already gone (asks first on a terminal).
     #[arg(long)]
     pub fix: bool,
     /// Do not ask before --fix changes anything (for scripts).
@@ -229,21 +247,9 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
     }
     let mut refused = false;
     if a.fix {
-        let candidates = fix::candidates(&snapshot);
-        if candidates.is_empty() {
-            eprintln!("--fix: nothing to fix (no Runner is stuck Terminating with its children gone)");
-        }
-        for c in &candidates {
-            eprint!("{}", output::diagnose::stuck(&c.namespace, &c.name, &c.promise));
-            let question = output::diagnose::fix_question(crate::api::FINALIZER, &c.namespace, &c.name);
-            if !confirmed(a.yes, &question)? {
-                refused = true;
-                continue;
-            }
-            fix::remove_finalizer(&ctx.client, c).await?;
-            eprint!("{}", output::diagnose::removed(crate::api::FINALIZER, &c.namespace, &c.name));
-        }
-        if !candidates.is_empty() {
+        let applied = fix::apply(&ctx.client, a.yes, &snapshot).await?;
+        refused = applied.refused;
+        if applied.proposed {
             let again = Request { churn_window: Duration::ZERO, observe: Duration::ZERO, ..req };
             let mut after = diagnose::gather::gather(&ctx.client, &again).await;
             // What --observe saw stays reported: the fix removes no writer.
@@ -256,20 +262,6 @@ pub async fn execute(ctx: &Ctx, a: &DiagnoseArgs) -> Result<Outcome> {
         }
     }
     Ok(Outcome { report, refused })
-}
-
-/// `--yes`, or an interactive yes ([`super::progress::ask`]); without a
-/// terminal and without `--yes`, no (and says so).
-fn confirmed(yes: bool, question: &str) -> Result<bool> {
-    use super::progress::{Answer, ask};
-    Ok(match ask(question, yes)? {
-        Answer::Yes => true,
-        Answer::No => false,
-        Answer::NoTerminal => {
-            eprintln!("  not removing it: no terminal to ask on; pass --yes to confirm in scripts");
-            false
-        }
-    })
 }
 
 #[cfg(test)]

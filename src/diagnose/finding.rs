@@ -66,6 +66,7 @@ codes! {
         CrdMissing = "crd-missing",
         CrdVersionNotServed = "crd-version-not-served",
         CrdSchemaDrift = "crd-schema-drift",
+        ValidatingWebhookDrift = "validating-webhook-drift",
     }
     /// Conversion between the Runner's versions: the webhook, its
     /// certificates, and the versions objects are stored at.
@@ -74,6 +75,15 @@ codes! {
         ConversionCaMismatch = "conversion-ca-mismatch",
         ConversionCertExpiring = "conversion-cert-expiring",
         StoredVersionNotServed = "stored-version-not-served",
+    }
+    /// The webhook registrations: the CRD's conversion and the validating
+    /// webhook a local manager pointed at itself (left behind, or still
+    /// served), and a validating webhook whose Service serves nothing.
+    Registrations {
+        LocalWebhooksAbandoned = "local-webhooks-abandoned",
+        LocalWebhooksAnnotationInvalid = "local-webhooks-annotation-invalid",
+        LocalWebhooksServed = "local-webhooks-served",
+        AdmissionWebhookUnreachable = "admission-webhook-unreachable",
     }
     /// The in-cluster manager and its Lease.
     Manager {

@@ -1,6 +1,7 @@
 //! `diagnose --fix`: removes our finalizer from a Runner stuck Terminating,
 //! and only when the promise it stands for is already kept (the children are
-//! gone). The candidates come from the snapshot (pure); the removal re-reads
+//! gone); `diagnose::restore` puts back the registrations a local manager
+//! left behind, and shares this module's [`Error`]. The candidates come from the snapshot (pure); the removal re-reads
 //! the Runner and its children right before patching, and the patch carries the
 //! resourceVersion of that read, so a Runner re-created or changed in
 //! between is never touched.
@@ -16,9 +17,10 @@ use crate::error::{ApiError, FromApi};
 /// Result with the fix's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Why `--fix` left a finalizer in place: the Runner is not the one the
-/// snapshot saw, or a child came back. Both are the promise not yet kept,
-/// so nothing is removed; the CLI reports it and exits non-zero.
+/// Why `--fix` left a finalizer in place (the Runner is not the one the
+/// snapshot saw, or a child came back: the promise not yet kept) or a
+/// registration as it was (it changed, or its holder is back). Nothing is
+/// removed or written; the CLI reports it and exits non-zero.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -33,6 +35,24 @@ pub enum Error {
 
     #[error("Runner {namespace}/{name} still has children ({}); not removing {}", .children.join(", "), FINALIZER)]
     FixChildrenRemain { namespace: String, name: String, children: Vec<String> },
+
+    /// A registration (or the Lease) changed between diagnose's read and
+    /// the guarded write: nothing more is written.
+    #[error(
+        "{object} changed since it was read ({why}); nothing more was restored: run kubectl runner diagnose again"
+    )]
+    FixChanged { object: String, why: String },
+
+    /// The local manager holding a registration renewed its Lease again.
+    #[error("{object} is held by the local manager {holder:?} again ({lease}); not restoring it")]
+    FixHeld { object: String, holder: String, lease: String },
+
+    /// The saved annotation no longer parses: nothing is restored from it.
+    #[error(
+        "{object}'s annotation {} does not parse ({why}); not restoring from it",
+        crate::webhook::local::SAVED_ANNOTATION
+    )]
+    FixUnreadable { object: String, why: String },
 }
 
 /// An API failure stays an [`Error::Api`], whichever layer made it.

@@ -6,9 +6,10 @@
 //!   checks (pure, one module per rule group)  ──► Vec<Finding>
 //!   report (counts by severity, findings)     ──► the CLI renders it and exits 0 / 3
 //!   fix    (--fix: our finalizer, when the children are gone)
+//!   restore (--fix: registrations a local manager left pointing at itself)
 //! ```
 //!
-//! Only `gather` and `fix` talk to the API; `view`, `checks`, `writes` and
+//! Only `gather`, `fix` and `restore` talk to the API; `view`, `checks`, `writes` and
 //! `report` are pure and unit-tested rule by rule. `view` holds the readings
 //! of a snapshot that both `gather` and `checks` need; `writes` attributes
 //! the writes `gather` watches with `--observe` and tallies them into
@@ -19,6 +20,7 @@ pub mod finding;
 pub mod fix;
 pub mod gather;
 pub mod report;
+pub mod restore;
 pub mod snapshot;
 pub mod view;
 pub mod writes;

@@ -5,6 +5,9 @@
 //! A read that failed is not fatal: it becomes a [`Gap`], and the checks that
 //! needed it stay silent while `gather-incomplete` says what could not be seen.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
@@ -48,6 +51,9 @@ pub struct Snapshot {
     pub runners: Vec<RunnerState>,
     /// The conversion webhook, and Runner reads that failed for want of it.
     pub conversion: ConversionState,
+    /// The validating webhook's registration and the Leases of the local
+    /// managers that registrations name.
+    pub registrations: RegistrationsState,
     /// Reads that failed.
     pub gaps: Vec<Gap>,
 }
@@ -80,6 +86,20 @@ pub struct ConversionState {
     pub endpoints: Readable<Vec<EndpointSlice>>,
     /// The certificates in the webhook's Secret.
     pub certs: Readable<Option<WebhookCerts>>,
+}
+
+/// What the registration checks read besides the CRD: the
+/// ValidatingWebhookConfiguration [`crate::webhook::VALIDATING_CONFIG`],
+/// and, for each namespace a saved annotation
+/// ([`crate::webhook::local::SAVED_ANNOTATION`]) names, the Lease
+/// [`crate::webhook::local::LEASE`] that says whether its local manager
+/// is alive.
+#[derive(Debug, Clone, Default)]
+pub struct RegistrationsState {
+    /// `Read(None)`: there is no such configuration.
+    pub validating: Readable<Option<ValidatingWebhookConfiguration>>,
+    /// By namespace; `Read(None)`: no Lease there.
+    pub leases: BTreeMap<String, Readable<Option<Lease>>>,
 }
 
 /// The public half of the webhook's Secret. Gather keeps only the

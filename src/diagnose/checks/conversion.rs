@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{ConversionState, Readable, Snapshot};
 use super::super::view::conversion::{self as view, Target};
+use super::super::view::registrations;
 use super::certs::{self, Cert};
 use super::{age, human};
 use crate::api::CRD_NAME;
@@ -55,6 +56,11 @@ fn secret_ref() -> ObjectRef {
 /// write at the other version will fail.
 fn unreachable(s: &Snapshot) -> Option<Finding> {
     let c = &s.conversion;
+    if registrations::crd_abandoned(s) {
+        // The same cause, said once: `local-webhooks-abandoned` carries
+        // the failed reads and the fix.
+        return None;
+    }
     let target = s.crd.as_ref().and_then(view::target);
     let mut f = if !c.failed_reads.is_empty() {
         Finding::error(
@@ -80,12 +86,20 @@ fn unreachable(s: &Snapshot) -> Option<Finding> {
         (None, Some(_)) => "the CRD no longer converts by webhook; a read now should succeed".into(),
         (None, None) => "the CRD could not be read: where it sends conversion is unknown".into(),
     });
+    f = f.evidence(service_evidence(s, crate::webhook::PATH));
+    Some(f.fix(fix_unreachable(target.as_ref())))
+}
+
+/// What the webhook's Service ([`view::service`]) has behind it, for
+/// evidence: the one reading the conversion and admission checks share.
+pub(super) fn service_evidence(s: &Snapshot, path: &str) -> String {
+    let c = &s.conversion;
     let (ns, name) = view::service(s.crd.as_ref());
-    f = f.evidence(match (&c.service, &c.endpoints) {
+    match (&c.service, &c.endpoints) {
         (Readable::Read(None), _) => format!("Service {ns}/{name} does not exist"),
         (_, Readable::Read(slices)) => match ready_addresses(slices) {
             addresses if addresses.is_empty() => {
-                format!("Service {ns}/{name} has no ready endpoints: no manager serves /convert behind it")
+                format!("Service {ns}/{name} has no ready endpoints: no manager serves {path} behind it")
             }
             addresses => format!("Service {ns}/{name} has ready endpoints: {}", addresses.join(", ")),
         },
@@ -93,13 +107,12 @@ fn unreachable(s: &Snapshot) -> Option<Finding> {
             format!("the endpoints of Service {ns}/{name} are not readable ({} {})", n.verb, n.resource)
         }
         _ => format!("the endpoints of Service {ns}/{name} could not be read"),
-    });
-    Some(f.fix(fix_unreachable(target.as_ref())))
+    }
 }
 
 /// False when the webhook's Service is known to be missing or to have no
 /// ready endpoint; true when it has one or that could not be seen.
-fn serves(c: &ConversionState) -> bool {
+pub(super) fn serves(c: &ConversionState) -> bool {
     match (&c.service, &c.endpoints) {
         (Readable::Read(None), _) => false,
         (_, Readable::Read(slices)) => !ready_addresses(slices).is_empty(),
@@ -107,8 +120,9 @@ fn serves(c: &ConversionState) -> bool {
     }
 }
 
-/// The one place that says how to bring the webhook back.
-fn fix_unreachable(target: Option<&Target>) -> String {
+/// The one place that says how to bring the webhook back (conversion
+/// and admission are served by the same manager).
+pub(super) fn fix_unreachable(target: Option<&Target>) -> String {
     match target {
         Some(Target::Url(url)) => format!(
             "start the manager that serves {url} (kubectl runner run-manager), or convert in the cluster: kubectl runner install --with-manager"
@@ -287,9 +301,11 @@ fn not_readable(s: &Snapshot) -> Vec<Finding> {
         for read in &c.failed_reads {
             f = f.evidence(read.what.clone());
         }
-        out.push(
-            f.fix("bring the conversion webhook back (conversion-webhook-unreachable), then diagnose again"),
-        );
+        out.push(f.fix(if registrations::crd_abandoned(s) {
+            "restore what the local manager left (local-webhooks-abandoned): kubectl runner diagnose --fix"
+        } else {
+            "bring the conversion webhook back (conversion-webhook-unreachable), then diagnose again"
+        }));
     }
     let service_ns = view::service(s.crd.as_ref()).0;
     let refused = [

@@ -210,6 +210,7 @@ pub fn healthy() -> Snapshot {
         }],
         runners: vec![runner_state()],
         conversion: ConversionState::default(),
+        registrations: RegistrationsState { validating: Readable::Read(None), leases: Default::default() },
         gaps: vec![],
     }
 }
@@ -274,4 +275,65 @@ pub fn endpoint_slice(endpoints: &[(&str, Option<bool>)]) -> k8s_openapi::api::d
                       "labels": { "kubernetes.io/service-name": SERVICE } },
         "addressType": "IPv4", "endpoints": endpoints
     }))
+}
+
+/// Where the fixtures' local manager serves.
+pub const LOCAL_URL: &str = "https://127.0.0.1:9443";
+/// The namespace of the fixtures' local manager's Lease.
+pub const LOCAL_NS: &str = "dev";
+
+/// The fixtures' local manager.
+pub fn local_holder() -> crate::webhook::local::Holder {
+    crate::webhook::local::Holder {
+        holder: "laptop pid 4242".into(),
+        lease_namespace: LOCAL_NS.into(),
+        url: LOCAL_URL.into(),
+    }
+}
+
+/// A local manager's Lease naming `holder`, renewed `renewed_secs_ago`.
+pub fn local_lease(holder: &str, renewed_secs_ago: i64) -> k8s_openapi::api::coordination::v1::Lease {
+    let renew = now().checked_sub(SignedDuration::from_secs(renewed_secs_ago)).unwrap();
+    from(json!({
+        "metadata": { "name": crate::webhook::local::LEASE, "namespace": LOCAL_NS,
+                      "resourceVersion": "77", "uid": "lease-1" },
+        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15,
+                  "renewTime": renew.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() }
+    }))
+}
+
+/// The healthy snapshot after [`local_holder`] pointed the CRD and a
+/// ValidatingWebhookConfiguration it created at itself (as
+/// `webhook::local` does), its Lease renewed `renewed_secs_ago`.
+pub fn locally_served(renewed_secs_ago: i64) -> Snapshot {
+    use crate::webhook::local;
+    let mut s = healthy();
+    let by = local_holder();
+    let (conversion, desired) = pointed_at(&by);
+    s.crd = Some(local::point_crd(&crate::manifests::crd(), &by, conversion, false).unwrap());
+    let vwc = local::point_validating(None, &by, desired, false).unwrap();
+    s.registrations.validating = Readable::Read(Some(vwc));
+    let lease = local_lease(&by.holder, renewed_secs_ago);
+    s.registrations.leases.insert(LOCAL_NS.into(), Readable::Read(Some(lease)));
+    s
+}
+
+/// The conversion and the webhook configuration a local manager `by`
+/// registers (as `manager::webhook::local` builds them).
+pub fn pointed_at(
+    by: &crate::webhook::local::Holder,
+) -> (
+    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion,
+    k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+) {
+    let target = crate::webhook::local::target(&by.url);
+    (
+        crate::manifests::conversion(&target, Some("CA")),
+        crate::manifests::validating_webhook_configuration(&target, Some("CA")),
+    )
+}
+
+/// [`locally_served`] ten minutes after its manager died.
+pub fn abandoned() -> Snapshot {
+    locally_served(600)
 }

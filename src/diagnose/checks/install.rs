@@ -85,7 +85,60 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
         }
         out.push(f.fix("kubectl runner install   # re-applies the CRD this binary generates"));
     }
+    out.extend(validating_drift(s));
     out
+}
+
+/// The ValidatingWebhookConfiguration against the one this binary
+/// generates for the same target: rules, failurePolicy, matchConditions,
+/// timeout and sideEffects decide which writes are refused, so an edit or
+/// an older install shows here. Where it routes and its caBundle are the
+/// manager's to keep (a URL while a manager runs as a process), and one a
+/// local manager holds is the registration checks' to judge.
+fn validating_drift(s: &Snapshot) -> Option<Finding> {
+    let live = s.registrations.validating.get()?.as_ref()?;
+    let annotations = live.metadata.annotations.as_ref();
+    if annotations.is_some_and(|a| a.contains_key(crate::webhook::local::SAVED_ANNOTATION)) {
+        return None;
+    }
+    let webhooks = live.webhooks.as_deref().unwrap_or_default();
+    let routed = webhooks.iter().find_map(|w| match (&w.client_config.service, &w.client_config.url) {
+        (Some(svc), _) => Some(crate::webhook::Target::Service { namespace: svc.namespace.clone() }),
+        (None, Some(url)) => Some(crate::webhook::Target::Url(url.clone())),
+        (None, None) => None,
+    })?;
+    let mut expected = crate::manifests::validating_webhook_configuration(&routed, None);
+    // The live webhook's route stands: only what decides admission is compared.
+    for (e, l) in expected.webhooks.iter_mut().flatten().zip(webhooks) {
+        e.client_config = l.client_config.clone();
+    }
+    let (e, l) = (serde_json::to_value(&expected.webhooks).ok()?, serde_json::to_value(webhooks).ok()?);
+    let mut diffs = vec![];
+    match (&e, &l) {
+        (Value::Array(ea), Value::Array(la)) if ea.len() != la.len() => {
+            diffs.push(format!("webhooks: cluster has {}, expected {}", la.len(), ea.len()))
+        }
+        _ => compare(&e, &l, "webhooks", false, &mut diffs),
+    }
+    if diffs.is_empty() {
+        return None;
+    }
+    let object = ObjectRef::new("ValidatingWebhookConfiguration", "", crate::webhook::VALIDATING_CONFIG);
+    let mut f = Finding::warning(
+        Code::ValidatingWebhookDrift,
+        object,
+        "the validating webhook configuration differs from the one this binary generates: it may admit or refuse \
+         other writes than this version's manager expects",
+    );
+    for d in diffs.iter().take(MAX_DIFFS) {
+        f = f.evidence(d.clone());
+    }
+    if diffs.len() > MAX_DIFFS {
+        f = f.evidence(format!("and {} more", diffs.len() - MAX_DIFFS));
+    }
+    Some(
+        f.fix("kubectl runner install --with-manager   # re-applies the configuration this binary generates"),
+    )
 }
 
 fn versions(crd: &Value) -> impl Iterator<Item = &Value> {
@@ -222,6 +275,31 @@ mod tests {
         let f = check(&s);
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].evidence.iter().any(|e| e.contains("versions[v1alpha1].served")), "{:?}", f[0].evidence);
+    }
+
+    #[test]
+    fn a_validating_webhook_edited_away_from_ours_is_drift_and_its_route_and_ca_are_not() {
+        use crate::diagnose::snapshot::Readable;
+        let service = crate::webhook::Target::Service { namespace: "runner-system".into() };
+        let mut s = fixtures::healthy();
+        let mut vwc = crate::manifests::validating_webhook_configuration(&service, Some("CA"));
+        vwc.webhooks.as_mut().unwrap()[0].namespace_selector = Some(Default::default()); // an apiserver default
+        s.registrations.validating = Readable::Read(Some(vwc.clone()));
+        assert_eq!(codes(&s), [], "ours, with its caBundle injected");
+        let url = crate::webhook::Target::Url("https://10.0.0.1:9443/convert".into());
+        s.registrations.validating =
+            Readable::Read(Some(crate::manifests::validating_webhook_configuration(&url, None)));
+        assert_eq!(codes(&s), [], "routed to a URL");
+
+        vwc.webhooks.as_mut().unwrap()[0].failure_policy = Some("Ignore".into());
+        s.registrations.validating = Readable::Read(Some(vwc.clone()));
+        let f = check(&s);
+        assert_eq!(codes(&s), [Code::ValidatingWebhookDrift], "{f:?}");
+        assert_eq!(f[0].evidence, ["webhooks[0].failurePolicy: cluster has \"Ignore\", expected \"Fail\""]);
+
+        // A local manager's is the registration checks' to judge.
+        s = fixtures::locally_served(1);
+        assert_eq!(codes(&s), []);
     }
 
     #[test]

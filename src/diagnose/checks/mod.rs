@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! Snapshot ─┬─ install     CRD present, served, equal to what we generate
+//!           ├─ registrations  left behind by a local manager, validating webhook reachable
 //!           ├─ conversion  webhook reachable, caBundle, certificate dates, storedVersions
 //!           ├─ manager     Lease, Deployment, Pods, absent, watch scope
 //!           ├─ permissions SubjectAccessReview denials, over-broad grants
@@ -29,6 +30,7 @@ pub mod install;
 pub mod manager;
 pub mod observed;
 pub mod permissions;
+pub mod registrations;
 pub mod reverted;
 pub mod status;
 pub mod workload;
@@ -39,11 +41,14 @@ mod agreement_tests;
 mod conversion_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod registrations_tests;
 
 /// Every finding for the snapshot, most severe first, grouped by object.
 pub fn run(s: &Snapshot) -> Vec<Finding> {
     let mut out = install::check(s);
     if s.cluster.is_ok() {
+        out.extend(registrations::check(s));
         out.extend(conversion::check(s));
         out.extend(manager::check(s));
         out.extend(permissions::check(s));
@@ -66,9 +71,12 @@ pub fn run(s: &Snapshot) -> Vec<Finding> {
         .evidence(g.error.clone())
     }));
     // A conversion webhook that fails hides every Runner: said first, before
-    // anything it may explain.
-    let leads = |f: &Finding| {
-        !(f.code == super::finding::Code::ConversionWebhookUnreachable && f.severity == Severity::Error)
+    // anything it may explain; a local manager that left the registrations
+    // pointing at itself explains even that, so it comes before.
+    let leads = |f: &Finding| match f.code {
+        super::finding::Code::LocalWebhooksAbandoned => 0,
+        super::finding::Code::ConversionWebhookUnreachable if f.severity == Severity::Error => 1,
+        _ => 2,
     };
     out.sort_by(|a, b| {
         (leads(a), a.severity).cmp(&(leads(b), b.severity)).then_with(|| a.object.cmp(&b.object))

@@ -39,17 +39,18 @@ pub fn is_conversion_failure(e: &kube::Error) -> bool {
 }
 
 /// Reads the webhook's Service, EndpointSlices and Secret when the CRD
-/// converts by webhook or a Runner read failed for want of conversion
-/// (then also when the CRD could not be read: the failure names the
-/// webhook either way). `failed_reads` stays empty: gather fills it.
+/// converts by webhook, or `needed` anyway: a Runner read failed for want
+/// of conversion (then also when the CRD could not be read: the failure
+/// names the webhook either way), or the validating webhook routes to a
+/// Service. `failed_reads` stays empty: gather fills it.
 pub async fn read(
     client: &Client,
     crd: Option<&CustomResourceDefinition>,
-    conversion_failed: bool,
+    needed: bool,
 ) -> (ConversionState, Gaps) {
     let mut gaps = Gaps::default();
     let webhook = crd.and_then(view::target).is_some();
-    if !webhook && !conversion_failed {
+    if !webhook && !needed {
         return (ConversionState::default(), gaps);
     }
     let (ns, name) = view::service(crd);
@@ -83,12 +84,17 @@ pub async fn read(
     (state, gaps)
 }
 
-fn refused(kind: &'static str, verb: &'static str, resource: &str) -> NotReadable {
+pub(super) fn refused(kind: &'static str, verb: &'static str, resource: &str) -> NotReadable {
     NotReadable { kind, verb, resource: resource.to_string() }
 }
 
 /// The value, "not readable" on a 403, else unknown after recording a gap.
-fn readable<T>(gaps: &mut Gaps, what: String, on_403: NotReadable, r: kube::Result<T>) -> Readable<T> {
+pub(super) fn readable<T>(
+    gaps: &mut Gaps,
+    what: String,
+    on_403: NotReadable,
+    r: kube::Result<T>,
+) -> Readable<T> {
     match r {
         Ok(v) => Readable::Read(v),
         Err(e) if is_forbidden(&e) => Readable::Refused(on_403),

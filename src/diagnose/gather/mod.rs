@@ -8,9 +8,10 @@
 //! could be computed.
 //!
 //! ```text
-//! version ─► CRD, manager (Deployment, Pods, Lease) ─► ServiceAccount, SARs, bindings
-//!                                                  └─► Runners ─► children, Pods, Events
+//! version ─► CRD, manager (Deployment, Pods, Lease), ─► ServiceAccount, SARs, bindings
+//!            ValidatingWebhookConfiguration          └─► Runners ─► children, Pods, Events
 //!                                                  └─► conversion webhook: Service, EndpointSlices, Secret
+//!                                                  └─► the Lease of each local manager an annotation names
 //!                                                      ... churn window ... Runners again
 //!                                                      ... --observe: watch them meanwhile
 //! ```
@@ -26,12 +27,14 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use super::snapshot::*;
+use super::view::registrations as registrations_view;
 use crate::api::CRD_NAME;
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LABEL};
 
 mod access;
 mod conversion;
 mod observe;
+mod registrations;
 mod runners;
 
 /// What to diagnose.
@@ -88,6 +91,7 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
         grants: vec![],
         runners: vec![],
         conversion: ConversionState::default(),
+        registrations: RegistrationsState::default(),
         gaps: vec![],
     };
     match client.apiserver_version().await {
@@ -99,11 +103,14 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     }
     let mut gaps = Gaps::default();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let (crd, manager) = tokio::join!(crds.get_opt(CRD_NAME), read_manager(client));
+    let (crd, manager, (validating, validating_gaps)) =
+        tokio::join!(crds.get_opt(CRD_NAME), read_manager(client), registrations::read_validating(client));
     // A user who may not read the CRD (a tenant: it is cluster-scoped) may
     // still read Runners; only a CRD known to be absent skips them.
     let crd_absent = matches!(crd, Ok(None));
     s.crd = gaps.take(format!("get CustomResourceDefinition {CRD_NAME}"), crd).flatten();
+    s.registrations.validating = validating;
+    gaps.0.extend(validating_gaps.0);
     let (manager, manager_gaps) = manager;
     s.manager = manager;
     gaps.0.extend(manager_gaps.0);
@@ -131,10 +138,18 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     let (runners, runner_gaps, unconverted) = runners;
     s.runners = runners;
     gaps.0.extend(runner_gaps.0);
-    let (conversion, conversion_gaps) =
-        conversion::read(client, s.crd.as_ref(), !unconverted.is_empty()).await;
+    let validating = s.registrations.validating.get().and_then(Option::as_ref);
+    let admission_via_service =
+        validating.is_some_and(|v| v.webhooks.iter().flatten().any(|w| w.client_config.service.is_some()));
+    let lease_namespaces = registrations_view::lease_namespaces(s.crd.as_ref(), validating);
+    let ((conversion, conversion_gaps), (leases, lease_gaps)) = tokio::join!(
+        conversion::read(client, s.crd.as_ref(), !unconverted.is_empty() || admission_via_service),
+        registrations::read_leases(client, lease_namespaces),
+    );
     s.conversion = ConversionState { failed_reads: unconverted, ..conversion };
+    s.registrations.leases = leases;
     gaps.0.extend(conversion_gaps.0);
+    gaps.0.extend(lease_gaps.0);
     let targets = observe::targets(&s.runners);
     let churn = async {
         if !req.churn_window.is_zero() && !s.runners.is_empty() {

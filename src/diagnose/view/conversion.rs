@@ -3,7 +3,7 @@
 //! conversion checks, to name that target and the fix.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, WebhookClientConfig,
+    CustomResourceConversion, CustomResourceDefinition, WebhookClientConfig,
 };
 
 use crate::manifests::MANAGER_NAMESPACE;
@@ -32,14 +32,26 @@ impl Target {
 
 /// The webhook's clientConfig, when the CRD converts by webhook.
 pub fn client_config(crd: &CustomResourceDefinition) -> Option<&WebhookClientConfig> {
-    let conversion = crd.spec.conversion.as_ref().filter(|c| c.strategy == "Webhook")?;
+    webhook_client_config(crd.spec.conversion.as_ref()?)
+}
+
+fn webhook_client_config(conversion: &CustomResourceConversion) -> Option<&WebhookClientConfig> {
+    if conversion.strategy != "Webhook" {
+        return None;
+    }
     conversion.webhook.as_ref()?.client_config.as_ref()
 }
 
 /// Where the CRD sends conversion; `None` when it does not convert by
 /// webhook (strategy `None` only rewrites apiVersion, and cannot fail).
 pub fn target(crd: &CustomResourceDefinition) -> Option<Target> {
-    let cc = client_config(crd)?;
+    conversion_target(crd.spec.conversion.as_ref()?)
+}
+
+/// [`target`] of a conversion stanza (a live CRD's, or the one a local
+/// manager saved).
+pub fn conversion_target(conversion: &CustomResourceConversion) -> Option<Target> {
+    let cc = webhook_client_config(conversion)?;
     if let Some(s) = &cc.service {
         return Some(Target::Service {
             namespace: s.namespace.clone(),

@@ -7,16 +7,11 @@
 use std::time::Duration;
 
 use super::super::snapshot::Snapshot;
+use super::lease::Renewal;
 use super::{age, human};
 use crate::manifests::{
     LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LEADER_ELECT, PRESENCE_NAMESPACES,
 };
-
-/// Lease durations are short; allow this much beyond one for clock skew and a
-/// slow renewal before calling the leader gone.
-const LEASE_SLACK: Duration = Duration::from_secs(5);
-/// Used when the Lease does not say.
-const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 
 /// What can be seen of the manager.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,15 +124,10 @@ pub fn view(s: &Snapshot) -> View {
         let st = d.status.as_ref();
         st.and_then(|st| st.ready_replicas).unwrap_or(0) >= 1
     });
-    let lease = s.manager.lease.as_ref().and_then(|l| l.spec.as_ref()).and_then(|spec| {
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
-        let renewed_ago = spec.renew_time.as_ref().map(|t| age(s.now, t.0));
-        let duration = spec
-            .lease_duration_seconds
-            .map(|d| Duration::from_secs(d.max(0) as u64))
-            .unwrap_or(DEFAULT_LEASE_DURATION);
-        let fresh = renewed_ago.is_some_and(|a| a <= duration + LEASE_SLACK);
-        Some(LeaseView { holder, renewed_ago, fresh })
+    let lease = s.manager.lease.as_ref().filter(|l| l.spec.is_some()).and_then(|l| {
+        let r = Renewal::of(l);
+        let renewed_ago = r.renewed.map(|t| age(s.now, t));
+        Some(LeaseView { fresh: r.fresh(s.now), holder: r.holder?, renewed_ago })
     });
     let watched = s.manager.deployment.as_ref().and_then(|d| {
         let args = d.spec.template.spec.as_ref()?.containers.iter().flat_map(|c| {
@@ -153,10 +143,7 @@ pub fn view(s: &Snapshot) -> View {
 /// A presence Lease renewed within its duration (plus slack), read.
 fn presence(s: &Snapshot, l: &k8s_openapi::api::coordination::v1::Lease) -> Option<Presence> {
     let spec = l.spec.as_ref()?;
-    let duration =
-        spec.lease_duration_seconds.map_or(DEFAULT_LEASE_DURATION, |d| Duration::from_secs(d.max(0) as u64));
-    let renewed = spec.renew_time.as_ref()?;
-    if age(s.now, renewed.0) > duration + LEASE_SLACK {
+    if !Renewal::of(l).fresh(s.now) {
         return None;
     }
     let annotations = l.metadata.annotations.as_ref();

@@ -8,7 +8,9 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 pub mod conversion;
+pub mod lease;
 pub mod manager;
+pub mod registrations;
 
 /// How long ago `t` was, never negative (clocks skew).
 pub(crate) fn age(now: Timestamp, t: Timestamp) -> Duration {
