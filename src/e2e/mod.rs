@@ -9,6 +9,7 @@
 //!                                                              Report (data: the CLI renders it)
 //! ```
 pub mod cluster;
+pub mod ctx;
 pub mod error;
 pub mod oracle;
 pub mod report;

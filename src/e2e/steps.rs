@@ -3,30 +3,21 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::Options;
 use super::error::{Error, Result};
 use crate::api::{Runner, RunnerSpec, condition};
 use crate::client::children::{self, Children};
 use crate::error::FromApi;
 use crate::ownership::{Ownership, ownership};
 
-/// What every step needs.
-pub struct Ctx {
-    pub client: Client,
-    pub ns: String,
-    pub opts: Options,
-    /// Where it runs: on kind, a missing image names `kind load`.
-    pub cluster: super::cluster::Cluster,
-}
+pub use super::ctx::{Ctx, until};
 
 type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<String>> + Send + 'a>>;
 
@@ -74,21 +65,6 @@ where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
     Api::namespaced(c.client.clone(), &c.ns)
-}
-
-/// Polls `check` every 250 ms until it yields Some. The caller's timeout
-/// bounds it.
-pub(super) async fn until<T, F, Fut>(mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Until the Runner has `replicas` ready, or a Pod of the namespace cannot

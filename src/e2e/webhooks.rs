@@ -10,8 +10,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 
+use super::ctx::{Ctx, until};
 use super::error::{Error, Result};
-use super::steps::{Ctx, until};
 use crate::api::{CRD_NAME, GROUP, Runner, RunnerSpec};
 use crate::error::FromApi;
 use crate::webhook::VALIDATING_CONFIG;

@@ -121,8 +121,7 @@ pub async fn run(
     }
     let local = match &cfg.local_webhooks {
         Some(local) => {
-            let routes = super::webhook::serve::routes(std::time::Instant::now());
-            Some(super::webhook::local::start(&client, local, &cfg.identity, routes, shutdown.clone()).await?)
+            Some(super::webhook::local::start(&client, local, &cfg.identity, shutdown.clone()).await?)
         }
         None => None,
     };

@@ -72,7 +72,7 @@ pub async fn start(
              `kubectl runner install --with-manager` creates it"
         );
     }
-    let routes = serve::routes(started, admission::Admission::start(client.clone()));
+    let routes = serve::routes(started, admission::Admission::start(client.clone()), Arc::default());
     let bound = serve::serve(cfg.listen, slot, routes, shutdown.clone()).await?;
     info!(%bound, target = ?cfg.target, "serving the conversion and validating webhooks");
     tokio::spawn(keeper.run(kept, shutdown));

@@ -101,10 +101,11 @@ pub async fn start(
     client: &kube::Client,
     cfg: &LocalConfig,
     identity: &str,
-    routes: axum::Router,
     shutdown: watch::Receiver<bool>,
 ) -> Result<LocalWebhooks> {
     let started = Instant::now();
+    let calls = Arc::new(serve::Calls::default());
+    let routes = serve::routes(started, super::admission::Admission::start(client.clone()), calls.clone());
     if !cfg.take_over {
         lease::refuse_if_led(client, &cfg.lease_namespace, identity).await?;
     }
@@ -126,7 +127,7 @@ pub async fn start(
         return Err(e);
     }
     info!(%origin, %bound, "the Runner CRD's conversion and {} now call this process", crate::webhook::VALIDATING_CONFIG);
-    match probe::probe(client, &cfg.probe_namespace).await {
+    match probe::probe(client, &cfg.probe_namespace, &calls).await {
         probe::Probe::Served(took) => info!(
             after_ms = started.elapsed().as_millis() as u64,
             probe_ms = took.as_millis() as u64,

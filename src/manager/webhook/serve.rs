@@ -7,6 +7,7 @@
 //! is served without a restart; connections already open keep theirs.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -64,17 +65,34 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// are about 2 MB; axum's default limit (2 MB) would refuse such a list.
 const BODY_LIMIT: usize = 32 << 20;
 
+/// How many reviews of each kind the routes received: a local manager's
+/// probe checks that the apiserver called both.
+#[derive(Debug, Default)]
+pub struct Calls {
+    pub conversions: AtomicU64,
+    pub admissions: AtomicU64,
+}
+
+impl Calls {
+    /// (conversions, admissions) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.conversions.load(Ordering::Relaxed), self.admissions.load(Ordering::Relaxed))
+    }
+}
+
 /// `POST /convert` and `POST /validate`. `started` dates the first
 /// conversion in the log: the figure that says how long a new manager
 /// leaves reads of old objects failing. `admission` is the index the
 /// validating webhook reads; the in-cluster manager and a local one
 /// (`run-manager --local-webhooks`, with its own certificate) build the
 /// same routes from it.
-pub fn routes(started: Instant, admission: Admission) -> Router {
+pub fn routes(started: Instant, admission: Admission, calls: Arc<Calls>) -> Router {
     let first = Arc::new(std::sync::Once::new());
+    let conversions = calls.clone();
     let convert = move |body: axum::body::Bytes| {
-        let first = first.clone();
+        let (first, calls) = (first.clone(), conversions.clone());
         async move {
+            calls.conversions.fetch_add(1, Ordering::Relaxed);
             let review: ConversionReview = match serde_json::from_slice(&body) {
                 Ok(r) => r,
                 Err(e) => {
@@ -93,8 +111,11 @@ pub fn routes(started: Instant, admission: Admission) -> Router {
         }
     };
     let validate = move |body: axum::body::Bytes| {
-        let admission = admission.clone();
-        async move { json(&validate(&admission, &body).await) }
+        let (admission, calls) = (admission.clone(), calls.clone());
+        async move {
+            calls.admissions.fetch_add(1, Ordering::Relaxed);
+            json(&validate(&admission, &body).await)
+        }
     };
     Router::new()
         .route(PATH, post(convert))

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 
+use super::super::serve::Calls;
+
 /// What the probe found.
 #[derive(Debug)]
 pub enum Probe {
@@ -32,21 +34,34 @@ pub fn webhook_failure(status: &kube::core::Status) -> bool {
 /// unknown to the apiserver (it answers 404 until its handler is rebuilt).
 const SETTLE: Duration = Duration::from_secs(10);
 
-/// Dry-run creates in `namespace` until one says something about the
-/// webhooks, or [`SETTLE`] passes.
-pub async fn probe(client: &kube::Client, namespace: &str) -> Probe {
+/// Dry-run creates in `namespace` until one went through both webhooks
+/// (`calls` counted a review of each), one says the apiserver cannot call
+/// them, or [`SETTLE`] passes: a registration just written takes effect in
+/// the apiserver a moment later.
+pub async fn probe(client: &kube::Client, namespace: &str, calls: &Calls) -> Probe {
     let started = Instant::now();
+    let before = calls.counts();
     loop {
+        let settling = started.elapsed() < SETTLE;
         match once(client, namespace).await {
-            Err(kube::Error::Api(s))
-                if s.code == 404 && started.elapsed() < SETTLE && !s.message.contains("namespaces") =>
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await
+            Err(kube::Error::Api(s)) if s.code == 404 && settling && !s.message.contains("namespaces") => {}
+            Ok(()) => {
+                let (conversions, admissions) = calls.counts();
+                if conversions > before.0 && admissions > before.1 {
+                    return Probe::Served(started.elapsed());
+                }
+                if !settling {
+                    return Probe::NotProbed(format!(
+                        "the dry run went through, but the apiserver called /convert {} and /validate {} times",
+                        conversions - before.0,
+                        admissions - before.1
+                    ));
+                }
             }
-            Ok(()) => return Probe::Served(started.elapsed()),
             Err(kube::Error::Api(s)) if webhook_failure(&s) => return Probe::Unreachable(s.message.clone()),
             Err(e) => return Probe::NotProbed(crate::error::describe_kube(&e)),
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
