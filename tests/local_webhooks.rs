@@ -181,6 +181,12 @@ async fn the_apiserver_calls_the_local_manager_and_ctrl_c_puts_everything_back()
     v1alpha1(&ns).create(&PostParams::default(), &old).await.expect("create through v1alpha1");
     let stored = ns.api::<Runner>().get("old").await.unwrap();
     assert_eq!(stored.spec.expose.hosts, ["old.local-webhooks.test"]);
+    // Deleted while the manager runs, which removes its finalizer.
+    ns.api::<Runner>().delete("old", &DeleteParams::default()).await.unwrap();
+    wait_for("the Runner to be gone", T, || async {
+        ns.api::<Runner>().get_opt("old").await.unwrap().is_none().then_some(())
+    })
+    .await;
 
     local.signal("-INT");
     assert_eq!(local.exit().await, Some(0), "{}", local.log());
@@ -284,4 +290,45 @@ async fn an_address_the_apiserver_cannot_reach_fails_fast_and_leaves_nothing_beh
     let log = local.log();
     assert!(log.contains("cannot call") && log.contains("--webhook-host"), "{log}");
     assert_eq!(registrations(&ns.client).await, before);
+}
+
+#[tokio::test]
+async fn after_kill_9_diagnose_names_the_dead_registrations_and_fix_puts_them_back() {
+    let _turn = LOCK.lock().await;
+    let ns = TestNs::new("localwh5").await;
+    ensure_crd(&ns.client).await;
+    let _put_back = PutBack;
+    let before = registrations(&ns.client).await;
+    let mut local = Local::start(&ns, &[]);
+    local.wait_log(SERVING).await;
+    local.signal("-KILL");
+    local.exit().await;
+
+    let diagnose = |fix: bool| {
+        let mut args = vec!["diagnose", "-n", &ns.name, "-o", "json", "--churn-window", "0", "--grace", "0s"];
+        if fix {
+            args.extend(["--fix", "--yes"]);
+        }
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let o = support::cli(&refs).await;
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()
+        }
+    };
+    let codes = |report: &serde_json::Value| -> Vec<String> {
+        let findings = report["findings"].as_array().cloned().unwrap_or_default();
+        findings.iter().filter_map(|f| f["code"].as_str().map(String::from)).collect()
+    };
+    // Served while its Lease lasts; abandoned once it lapses (15 s).
+    let report = wait_for("diagnose to call the registrations abandoned", T, || async {
+        let report = diagnose(false).await;
+        codes(&report).first().is_some_and(|c| c == "local-webhooks-abandoned").then_some(report)
+    })
+    .await;
+    let text = report.to_string();
+    assert!(text.contains(&format!("pid {}", local.child.id())), "names the dead manager: {text}");
+    diagnose(true).await;
+    assert_eq!(registrations(&ns.client).await, before, "put back exactly");
+    assert!(!codes(&diagnose(false).await).iter().any(|c| c.starts_with("local-webhooks")));
 }
