@@ -17,14 +17,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kubectl_runner::api::{CRD_NAME, GROUP, Runner};
 use kubectl_runner::webhook::VALIDATING_CONFIG;
 use kubectl_runner::webhook::local::{LEASE, SAVED_ANNOTATION};
 use serde_json::json;
-use support::{TestNs, client, ensure_crd, wait_for};
+use support::{PutBackRegistrations, TestNs, ensure_crd, wait_for};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-runner");
 const T: Duration = Duration::from_secs(60);
@@ -49,29 +47,6 @@ async fn registrations(client: &kube::Client) -> Registrations {
         served: crd.spec.versions.iter().map(|v| (v.name.clone(), v.served)).collect(),
         annotated: crd.metadata.annotations.unwrap_or_default().contains_key(SAVED_ANNOTATION),
         validating: vwc.map(|v| serde_json::to_value(&v.webhooks).unwrap()),
-    }
-}
-
-/// Puts the CRD back as `ensure_crd` leaves it and removes the webhook
-/// configuration, when dropped (also on a panic).
-struct PutBack;
-
-impl Drop for PutBack {
-    fn drop(&mut self) {
-        let _ = std::thread::spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let client = client().await;
-                let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone());
-                let _ = vwcs.delete(VALIDATING_CONFIG, &DeleteParams::default()).await;
-                let none = json!({ "metadata": { "annotations": { SAVED_ANNOTATION: null } },
-                                   "spec": { "conversion": { "strategy": "None", "webhook": null } } });
-                let crds = Api::<CustomResourceDefinition>::all(client.clone());
-                let _ = crds.patch(CRD_NAME, &PatchParams::default(), &Patch::Merge(&none)).await;
-                ensure_crd(&client).await;
-            });
-        })
-        .join();
     }
 }
 
@@ -158,7 +133,7 @@ async fn the_apiserver_calls_the_local_manager_and_ctrl_c_puts_everything_back()
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBack;
+    let _put_back = PutBackRegistrations;
     let before = registrations(&ns.client).await;
     assert!(before.validating.is_none() && !before.annotated, "{before:?}");
 
@@ -200,7 +175,7 @@ async fn a_second_local_manager_is_refused_and_after_kill_9_takes_over_and_puts_
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh2").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBack;
+    let _put_back = PutBackRegistrations;
     let before = registrations(&ns.client).await;
 
     let mut first = Local::start(&ns, &[]);
@@ -253,7 +228,7 @@ async fn an_in_cluster_leader_is_taken_over_only_when_asked_and_gets_its_registr
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh3").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBack;
+    let _put_back = PutBackRegistrations;
     let before = registrations(&ns.client).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     let leader: Lease = serde_json::from_value(json!({
@@ -282,7 +257,7 @@ async fn an_address_the_apiserver_cannot_reach_fails_fast_and_leaves_nothing_beh
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh4").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBack;
+    let _put_back = PutBackRegistrations;
     let before = registrations(&ns.client).await;
     // Listening on 127.0.0.2 while the apiserver is told 127.0.0.1: refused.
     let mut local = Local::start(&ns, &["--webhook-host", "127.0.0.1", "--webhook-listen", "127.0.0.2:0"]);
@@ -297,7 +272,7 @@ async fn after_kill_9_diagnose_names_the_dead_registrations_and_fix_puts_them_ba
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh5").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBack;
+    let _put_back = PutBackRegistrations;
     let before = registrations(&ns.client).await;
     let mut local = Local::start(&ns, &[]);
     local.wait_log(SERVING).await;

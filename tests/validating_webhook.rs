@@ -28,33 +28,12 @@ use kubectl_runner::manager::webhook::admission::{Admission, STARTING};
 use kubectl_runner::manifests::validating_webhook_configuration;
 use kubectl_runner::webhook::{Target, VALIDATING_CONFIG, VALIDATING_WEBHOOK};
 use serde_json::json;
-use support::{ManagerHandle, TestNs, client, ensure_crd, free_loopback_addr, wait_for};
+use support::{
+    ManagerHandle, PutBackRegistrations, TestNs, client, ensure_crd, free_loopback_addr, wait_for,
+};
 
 const T: Duration = Duration::from_secs(60);
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Deletes the webhook configuration and puts the CRD back (no conversion,
-/// the storage version alone served, as `ensure_crd` leaves it) when
-/// dropped, also on a panic.
-struct Registrations;
-
-impl Drop for Registrations {
-    fn drop(&mut self) {
-        let _ = std::thread::spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let client = client().await;
-                let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone());
-                let _ = vwcs.delete(VALIDATING_CONFIG, &DeleteParams::default()).await;
-                let none = json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
-                let crds = Api::<CustomResourceDefinition>::all(client.clone());
-                let _ = crds.patch(CRD_NAME, &PatchParams::default(), &Patch::Merge(&none)).await;
-                ensure_crd(&client).await;
-            });
-        })
-        .join();
-    }
-}
 
 /// A manager of `ns` serving both webhooks on the loopback, the
 /// configuration routed to it with the caBundle it set, every version
@@ -62,7 +41,7 @@ impl Drop for Registrations {
 struct Served {
     manager: Option<ManagerHandle>,
     ns: TestNs,
-    _registrations: Registrations,
+    _registrations: PutBackRegistrations,
     _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
@@ -70,7 +49,7 @@ async fn served(prefix: &str) -> Served {
     let turn = LOCK.lock().await;
     let ns = TestNs::new(prefix).await;
     ensure_crd(&ns.client).await;
-    let registrations = Registrations;
+    let registrations = PutBackRegistrations;
     let listen: SocketAddr = free_loopback_addr();
     let target = Target::Url(format!("https://{listen}/convert"));
     // As install creates it, but to this process; the manager adds the CA.

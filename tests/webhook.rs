@@ -23,14 +23,10 @@ use kubectl_runner::webhook::{SECRET, Target, secret};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
-use support::{ManagerHandle, TestNs, client, ensure_crd, free_loopback_addr, wait_for};
+use support::{ManagerHandle, PutBackRegistrations, TestNs, ensure_crd, free_loopback_addr, wait_for};
 
 const T: Duration = Duration::from_secs(60);
 static CRD_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Puts the CRD back when dropped, also on a panic: no conversion, the
-/// storage version alone served (as `ensure_crd` leaves it).
-struct RestoreCrd;
 
 /// Serves every version, as `install --with-manager` does: only once the
 /// CRD converts through the webhook. Before, an old object would be taken
@@ -42,22 +38,6 @@ async fn serve_all_versions(client: &kube::Client) {
         .patch(CRD_NAME, &PatchParams::apply("kubectl-runner-tests").force(), &Patch::Apply(&crd))
         .await
         .expect("serve every version");
-}
-
-impl Drop for RestoreCrd {
-    fn drop(&mut self) {
-        let _ = std::thread::spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let client = client().await;
-                let none = json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
-                let crds = Api::<CustomResourceDefinition>::all(client.clone());
-                let _ = crds.patch(CRD_NAME, &PatchParams::default(), &Patch::Merge(&none)).await;
-                ensure_crd(&client).await;
-            });
-        })
-        .join();
-    }
 }
 
 fn webhook_config(ns: &str, listen: SocketAddr, target: Target) -> Config {
@@ -111,7 +91,7 @@ async fn the_apiserver_converts_through_the_managers_webhook_and_follows_a_renew
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook").await;
     ensure_crd(&ns.client).await;
-    let _restore = RestoreCrd;
+    let _restore = PutBackRegistrations;
     let listen = free_loopback_addr();
     let url = format!("https://{listen}/convert");
     let started = Instant::now();
@@ -198,7 +178,7 @@ async fn two_managers_starting_at_once_end_with_one_secret_and_a_ca_bundle_that_
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook2").await;
     ensure_crd(&ns.client).await;
-    let _restore = RestoreCrd;
+    let _restore = PutBackRegistrations;
     // As install --with-manager: converted through the Service, no caBundle.
     let service = Target::Service { namespace: ns.name.clone() };
     let stanza = json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -247,7 +227,7 @@ async fn the_installed_managers_rbac_is_all_the_webhook_needs() {
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook3").await;
     ensure_crd(&ns.client).await;
-    let _restore = RestoreCrd;
+    let _restore = PutBackRegistrations;
     support::apply_generated_rbac(&ns.client).await;
     // The Secret as install creates it (empty; the manager may not create one).
     let manifests = kubectl_runner::manifests::manager("img", &kubectl_runner::manifests::RbacScope::Cluster);

@@ -328,3 +328,35 @@ pub async fn bind_metrics_reader(client: &Client, ns: &str, sa: &str) -> Cluster
         .expect("bind the metrics-reader role");
     ClusterRoleBindingGuard(name)
 }
+
+/// Puts the cluster-wide webhook registrations back as `ensure_crd` leaves
+/// them when dropped, also on a panic: the Runner CRD without conversion or
+/// a local manager's annotation, and no ValidatingWebhookConfiguration (one
+/// left with failurePolicy Fail would refuse every Runner create in every
+/// later test binary).
+pub struct PutBackRegistrations;
+
+impl Drop for PutBackRegistrations {
+    fn drop(&mut self) {
+        let _ = std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+                let client = client().await;
+                let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+                let _ =
+                    vwcs.delete(kubectl_runner::webhook::VALIDATING_CONFIG, &DeleteParams::default()).await;
+                let none = serde_json::json!({
+                    "metadata": { "annotations": { kubectl_runner::webhook::local::SAVED_ANNOTATION: null } },
+                    "spec": { "conversion": { "strategy": "None", "webhook": null } },
+                });
+                let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+                let _ = crds
+                    .patch(kubectl_runner::api::CRD_NAME, &PatchParams::default(), &Patch::Merge(&none))
+                    .await;
+                ensure_crd(&client).await;
+            });
+        })
+        .join();
+    }
+}

@@ -18,6 +18,21 @@ pub enum Target {
 }
 
 impl Target {
+    /// A client config's route (conversion's and admission's are different
+    /// types with the same fields), the apiserver's defaults filled in
+    /// where it leaves them out: port 443, path "/".
+    pub fn of(service: Option<(&str, &str, Option<i32>, Option<&str>)>, url: Option<&str>) -> Option<Target> {
+        match (service, url) {
+            (Some((namespace, name, port, path)), _) => Some(Target::Service {
+                namespace: namespace.into(),
+                name: name.into(),
+                port: port.unwrap_or(443),
+                path: path.unwrap_or("/").into(),
+            }),
+            (None, url) => url.map(|u| Target::Url(u.into())),
+        }
+    }
+
     /// `Service runner-system/runner-webhook (port 443, path /convert)` or
     /// `URL https://...`, for evidence.
     pub fn describe(&self) -> String {
@@ -52,16 +67,9 @@ pub fn target(crd: &CustomResourceDefinition) -> Option<Target> {
 /// manager saved).
 pub fn conversion_target(conversion: &CustomResourceConversion) -> Option<Target> {
     let cc = webhook_client_config(conversion)?;
-    if let Some(s) = &cc.service {
-        return Some(Target::Service {
-            namespace: s.namespace.clone(),
-            name: s.name.clone(),
-            // The apiserver's defaults when the CRD leaves them out.
-            port: s.port.unwrap_or(443),
-            path: s.path.clone().unwrap_or_else(|| "/".into()),
-        });
-    }
-    cc.url.clone().map(Target::Url)
+    let service =
+        cc.service.as_ref().map(|s| (s.namespace.as_str(), s.name.as_str(), s.port, s.path.as_deref()));
+    Target::of(service, cc.url.as_deref())
 }
 
 /// The webhook's Service as `(namespace, name)`: the one the CRD names,

@@ -207,15 +207,9 @@ fn registration(
 /// Where an admission webhook sends reviews (the apiserver's defaults
 /// filled in, as for conversion).
 pub fn admission_target(cc: &WebhookClientConfig) -> Option<Target> {
-    if let Some(s) = &cc.service {
-        return Some(Target::Service {
-            namespace: s.namespace.clone(),
-            name: s.name.clone(),
-            port: s.port.unwrap_or(443),
-            path: s.path.clone().unwrap_or_else(|| "/".into()),
-        });
-    }
-    cc.url.clone().map(Target::Url)
+    let service =
+        cc.service.as_ref().map(|s| (s.namespace.as_str(), s.name.as_str(), s.port, s.path.as_deref()));
+    Target::of(service, cc.url.as_deref())
 }
 
 /// The CRD's saved state, in words.
