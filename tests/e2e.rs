@@ -51,7 +51,7 @@ async fn e2e_with_local_webhooks_exercises_conversion_and_admission_and_puts_the
         "{webhooks}"
     );
     let detail = webhooks["detail"].as_str().unwrap();
-    assert!(detail.contains("the local manager") && detail.contains("https://127.0.0.1:"), "{detail}");
+    assert!(detail.contains("the local manager") && detail.contains(" at https://"), "{detail}");
     let crd = kube::Api::<CustomResourceDefinition>::all(client.clone())
         .get(kubectl_runner::api::CRD_NAME)
         .await

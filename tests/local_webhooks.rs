@@ -123,6 +123,19 @@ fn v1alpha1(ns: &TestNs) -> Api<DynamicObject> {
     Api::namespaced_with(ns.client.clone(), &ns.name, &ApiResource::from_gvk_with_plural(&gvk, "runners"))
 }
 
+/// Where the apiserver of this control plane is reached from this machine:
+/// its advertised address (the real node's address when it runs one),
+/// else the loopback it listens on.
+async fn apiserver_address(client: &kube::Client) -> String {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let lp = kube::api::ListParams::default().labels("kubernetes.io/service-name=kubernetes");
+    let list = slices.list(&lp).await.unwrap();
+    let address =
+        list.items.iter().flat_map(|s| s.endpoints.iter().flatten()).flat_map(|e| e.addresses.first()).next();
+    address.cloned().unwrap_or_else(|| "127.0.0.1".into())
+}
+
 async fn crd_url(client: &kube::Client) -> Option<String> {
     let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(CRD_NAME).await.ok()?;
     crd.spec.conversion?.webhook?.client_config?.url
@@ -140,7 +153,8 @@ async fn the_apiserver_calls_the_local_manager_and_ctrl_c_puts_everything_back()
     let mut local = Local::start(&ns, &[]);
     local.wait_log(SERVING).await;
     let url = crd_url(&ns.client).await.expect("the CRD converts through a URL");
-    assert!(url.starts_with("https://127.0.0.1:") && url.ends_with("/convert"), "{url}");
+    let host = apiserver_address(&ns.client).await;
+    assert!(url.starts_with(&format!("https://{host}:")) && url.ends_with("/convert"), "{url}, want {host}");
     let during = registrations(&ns.client).await;
     assert!(during.annotated && during.served.iter().all(|(_, s)| *s), "{during:?}");
     let webhooks = during.validating.expect("the webhook configuration exists");
