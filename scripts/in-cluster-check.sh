@@ -74,6 +74,14 @@ for check in "list deployments.apps" "watch deployments.apps" "create deployment
   [ "$answer" = yes ] || { echo "the ServiceAccount can't $check" >&2; exit 1; }
 done
 
+step "the webhooks answer (a server-side dry run; the Service follows a Ready manager by a moment)"
+probe='{"apiVersion":"lab.cloudlab.training/v1alpha1","kind":"Runner","metadata":{"generateName":"webhook-probe-","namespace":"runner-system"},"spec":{"image":"probe:1","replicas":1,"port":8080}}'
+for i in $(seq "$TIMEOUT"); do
+  printf '%s' "$probe" | k create --dry-run=server -f - > /dev/null 2>&1 && break
+  [ "$i" = "$TIMEOUT" ] && { printf '%s' "$probe" | k create --dry-run=server -f - ; exit 1; }
+  sleep 1
+done
+
 step "sample Runner to 1/1 Ready"
 k apply -f - << YAML
 apiVersion: lab.cloudlab.training/v1alpha1

@@ -45,11 +45,12 @@ pub struct InstallArgs {
     #[arg(long, value_enum, default_value_t, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
     pub dry_run: DryRun,
     /// With --with-manager: wait until the manager's rollout is complete
-    /// (as `kubectl rollout status`), naming its Pods' problems if not.
+    /// (as `kubectl rollout status`), naming its Pods' problems if not, and
+    /// until its webhooks answer (a server-side dry-run create of a Runner).
     #[arg(long, requires = "with_manager")]
     pub wait: bool,
     /// How long to wait for the CRD to be Established (and with --wait, for
-    /// the manager's rollout).
+    /// the manager's rollout, and again for its webhooks).
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub timeout: Duration,
 }
@@ -141,6 +142,7 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
     if a.wait && !server_dry {
         let progress = Progress::spinner("waiting for the manager's rollout");
         super::manager_rollout::wait(&ctx.client, a.timeout).await?;
+        super::manager_rollout::wait_webhooks(&ctx.client, a.timeout).await?;
         drop(progress);
         output::emit(&format!(
             "deployment {}/{} rolled out\n",

@@ -38,6 +38,32 @@ pub async fn wait(client: &kube::Client, timeout: Duration) -> Result<()> {
     }
 }
 
+/// After the rollout: until the webhooks answer through their Service, or
+/// `timeout`. A Ready manager is not yet reachable: the Service's endpoint
+/// and the node's proxy rules follow it by a moment, and with
+/// `failurePolicy: Fail` every Runner write is refused meanwhile. A dry run
+/// that is refused for another reason (no permission to create Runners in
+/// the manager's namespace) says nothing about the webhooks: no wait.
+pub async fn wait_webhooks(client: &kube::Client, timeout: Duration) -> Result<()> {
+    use crate::client::runners::{dry_run_v1alpha1, webhook_failure};
+    let deadline = Instant::now() + timeout;
+    loop {
+        let why = match dry_run_v1alpha1(client, MANAGER_NAMESPACE).await {
+            Ok(()) => return Ok(()),
+            // 404: the CRD's new versions are not served yet.
+            Err(kube::Error::Api(s)) if webhook_failure(&s) || s.code == 404 => s.message.clone(),
+            Err(_) => return Ok(()),
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::ManagerNotRolledOut {
+                after: timeout,
+                detail: format!("the webhooks do not answer: {why}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// (Pod name, reason, message) of each manager Pod that is stuck.
 async fn pod_problems(client: &kube::Client) -> Vec<(String, String, String)> {
     let pods: Api<PodView> = Api::namespaced(client.clone(), MANAGER_NAMESPACE);

@@ -146,7 +146,7 @@ pub async fn install_manager(client: &Client, image: &str, node: &str, ns: &Test
     send_pods_to_the_real_node(client, &ns.name).await;
 
     let installed_at = Instant::now();
-    let out = cli(&["install", "--with-manager", "--image", image]).await;
+    let out = cli(&["install", "--with-manager", "--image", image, "--wait", "--timeout", "2m"]).await;
     assert!(
         out.status.success(),
         "install failed:\n{}\n{}",

@@ -111,7 +111,7 @@ async fn without_its_deployment_rules_the_ready_manager_creates_no_children_diag
 
     // Put the RBAC back the way users would, and watch the same Pod heal.
     let healed_from = Instant::now();
-    let out = cli(&["install", "--with-manager", "--image", &image]).await;
+    let out = cli(&["install", "--with-manager", "--image", &image, "--wait", "--timeout", "2m"]).await;
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
     wait_for("the Runner to have 1 ready replica after the RBAC is back", Duration::from_secs(120), || {
         let runners = runners.clone();

@@ -1,15 +1,13 @@
 //! Proves the apiserver reaches a local manager before anyone relies on
-//! it: a dry-run create of a v1alpha1 Runner goes through the conversion
-//! webhook (v1alpha1 to the storage version and back) and the validating
-//! webhook (dry-run is allowed: it declares no side effects), and nothing
-//! is stored. A cluster that cannot dial this machine (a remote one) fails
+//! it: a dry-run create of a v1alpha1 Runner
+//! ([`crate::client::runners::dry_run_v1alpha1`]) goes through both
+//! webhooks and stores nothing. A cluster that cannot dial this machine (a remote one) fails
 //! here, and the manager hands the registrations back at once instead of
 //! leaving every Runner write failing.
 
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use serde_json::json;
+use crate::client::runners::{dry_run_v1alpha1, webhook_failure};
 
 use super::super::serve::Calls;
 
@@ -25,11 +23,6 @@ pub enum Probe {
     NotProbed(String),
 }
 
-/// Pure: whether an apiserver error is a webhook it could not call.
-pub fn webhook_failure(status: &kube::core::Status) -> bool {
-    status.code >= 500 && status.message.contains("webhook")
-}
-
 /// How long a Runner version the CRD has just begun to serve may still be
 /// unknown to the apiserver (it answers 404 until its handler is rebuilt).
 const SETTLE: Duration = Duration::from_secs(10);
@@ -43,7 +36,7 @@ pub async fn probe(client: &kube::Client, namespace: &str, calls: &Calls) -> Pro
     let before = calls.counts();
     loop {
         let settling = started.elapsed() < SETTLE;
-        match once(client, namespace).await {
+        match dry_run_v1alpha1(client, namespace).await {
             Err(kube::Error::Api(s)) if s.code == 404 && settling && !s.message.contains("namespaces") => {}
             Ok(()) => {
                 let (conversions, admissions) = calls.counts();
@@ -63,20 +56,4 @@ pub async fn probe(client: &kube::Client, namespace: &str, calls: &Calls) -> Pro
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// One dry-run create of a v1alpha1 Runner.
-async fn once(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
-    let gvk = GroupVersionKind::gvk(crate::api::GROUP, "v1alpha1", "Runner");
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk_with_plural(&gvk, "runners"));
-    let runner: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{}/v1alpha1", crate::api::GROUP),
-        "kind": "Runner",
-        "metadata": { "generateName": "local-webhooks-probe-" },
-        "spec": { "image": "probe:1", "replicas": 1, "port": 8080 },
-    }))
-    .expect("the probe Runner is an object");
-    let params = PostParams { dry_run: true, ..Default::default() };
-    api.create(&params, &runner).await.map(drop)
 }
