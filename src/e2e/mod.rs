@@ -221,10 +221,27 @@ async fn delete_namespace(client: &Client, ns: &str) {
 }
 
 /// Installs the CRD when absent; true when this run installed it.
+/// How long e2e waits for a CRD being deleted to be gone.
+const CRD_GONE: Duration = Duration::from_secs(60);
+
 async fn ensure_crd(client: &Client) -> Result<bool> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds.get_opt(CRD_NAME).await.map_err(|e| Error::api("get", "CRD", "", CRD_NAME, e))?.is_some() {
-        return Ok(false);
+    let get =
+        || async { crds.get_opt(CRD_NAME).await.map_err(|e| Error::api("get", "CRD", "", CRD_NAME, e)) };
+    // One being deleted (the previous e2e run installed it and removed it
+    // on its way out) refuses every create: wait until it is gone.
+    let deadline = std::time::Instant::now() + CRD_GONE;
+    loop {
+        match get().await? {
+            None => break,
+            Some(crd) if crd.metadata.deletion_timestamp.is_none() => return Ok(false),
+            Some(_) if std::time::Instant::now() >= deadline => {
+                return Err(Error::StepFailed(format!(
+                    "the Runner CRD {CRD_NAME} is still being deleted after {CRD_GONE:?} (Runners with a finalizer left?)"
+                )));
+            }
+            Some(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
     }
     let crd = crate::manifests::crd();
     crds.patch(CRD_NAME, &PatchParams::apply(crate::api::FIELD_MANAGER), &Patch::Apply(&crd))
