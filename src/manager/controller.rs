@@ -116,16 +116,35 @@ pub async fn run(
     }
     // Before /readyz answers: a replica is an endpoint of the webhook's
     // Service only once it serves a certificate.
-    if let Some(webhook) = &cfg.webhook {
-        super::webhook::start(&client, webhook, shutdown.clone()).await?;
-    }
+    let serving = match &cfg.webhook {
+        Some(webhook) => Some(super::webhook::start(&client, webhook).await?),
+        None => None,
+    };
     let local = match &cfg.local_webhooks {
         Some(local) => {
             Some(super::webhook::local::start(&client, local, &cfg.identity, shutdown.clone()).await?)
         }
         None => None,
     };
-    let result = serve_and_reconcile(client, cfg, shutdown).await;
+    let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+    let drained = {
+        let mut shutdown = shutdown.clone();
+        async move {
+            let Some(serving) = serving else { return };
+            // The drain counts from the signal, or from an error's exit.
+            tokio::select! {
+                _ = super::webhook::serve::stopped(&mut shutdown) => {}
+                _ = ended => {}
+            }
+            serving.drain().await;
+        }
+    };
+    let reconciled = async move {
+        let result = serve_and_reconcile(client, cfg, shutdown).await;
+        let _ = ended_tx.send(());
+        result
+    };
+    let (result, ()) = tokio::join!(reconciled, drained);
     // On every way out, an error included: the shutdown signal has already
     // started this; here it is waited for.
     if let Some(local) = local {

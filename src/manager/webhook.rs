@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::Api;
 use kube::core::conversion::ConversionReview;
@@ -41,15 +41,51 @@ impl WebhookConfig {
         names.extend(self.target.extra_name());
         names
     }
+
+    /// How long the webhooks keep answering once the manager stops: see [`DRAIN`].
+    pub fn drain(&self) -> Duration {
+        drain_for(&self.target)
+    }
+}
+
+/// Behind a Service, a Pod being deleted stays an endpoint for a moment:
+/// the EndpointSlice and then each node's proxy rules follow its deletion
+/// by up to a few seconds, and the apiserver keeps its connections. A
+/// replica that stopped answering at SIGTERM would fail every Runner write
+/// routed to it meanwhile (`failurePolicy: Fail`), on each rollout and each
+/// deleted Pod. So it answers this long after its stop begins, while the
+/// rest (the Lease first) stops at once. Within the Pod's grace period.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// Pure: a URL the user gave (`--webhook-url`, a local run) has no
+/// endpoints to follow; Ctrl-C there should not wait.
+pub fn drain_for(target: &Target) -> Duration {
+    match target {
+        Target::Service { .. } => DRAIN,
+        Target::Url(_) => Duration::ZERO,
+    }
+}
+
+/// The server started by [`start`]; [`Serving::drain`] stops it.
+pub struct Serving {
+    pub bound: SocketAddr,
+    stop: watch::Sender<bool>,
+    drain: Duration,
+}
+
+impl Serving {
+    /// Called when the manager begins to stop: keeps answering for
+    /// [`WebhookConfig::drain`], then stops the server and its connections.
+    pub async fn drain(self) {
+        tokio::time::sleep(self.drain).await;
+        let _ = self.stop.send(true);
+    }
 }
 
 /// Keeps the certificate (first round here: an error fails startup), binds
-/// `cfg.listen` and serves until `shutdown`. Returns the bound address.
-pub async fn start(
-    client: &kube::Client,
-    cfg: &WebhookConfig,
-    shutdown: watch::Receiver<bool>,
-) -> Result<SocketAddr> {
+/// `cfg.listen` and serves until [`Serving::drain`] ends it.
+pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving> {
+    let (stop, shutdown) = watch::channel(false);
     let started = Instant::now();
     let slot = Arc::new(serve::CertSlot::default());
     let keeper = keep::Keeper {
@@ -76,7 +112,7 @@ pub async fn start(
     let bound = serve::serve(cfg.listen, slot, routes, shutdown.clone()).await?;
     info!(%bound, target = ?cfg.target, "serving the conversion and validating webhooks");
     tokio::spawn(keeper.run(kept, shutdown));
-    Ok(bound)
+    Ok(Serving { bound, stop, drain: cfg.drain() })
 }
 
 /// Pure: a local manager (`run-manager --local-webhooks`) has pointed this
@@ -96,6 +132,12 @@ fn review(review: ConversionReview) -> ConversionReview {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_webhook_behind_a_service_drains() {
+        assert_eq!(drain_for(&Target::Service { namespace: "runner-system".into() }), DRAIN);
+        assert_eq!(drain_for(&Target::Url("https://127.0.0.1:9443/convert".into())), Duration::ZERO);
+    }
 
     #[test]
     fn a_registration_carrying_the_saved_annotation_is_held_locally() {
