@@ -301,10 +301,9 @@ async fn until_its_index_has_synced_the_webhook_refuses_saying_it_is_starting() 
     }))
     .unwrap();
     let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
-    let start = Instant::now();
+    // That it comes before the apiserver's timeout is SYNC_WAIT's unit test.
     let answer = admission.review(&request).await;
     assert!(!answer.allowed && answer.result.message == STARTING && answer.result.code == 503, "{answer:?}");
-    assert!(start.elapsed() < Duration::from_secs(5), "answered before the apiserver's timeout");
     assert_eq!(answer.uid, "1");
 }
 

@@ -176,3 +176,15 @@ async fn index<K>(
         })
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starting_is_answered_before_the_apiserver_gives_up_on_the_webhook() {
+        let apiserver_waits = Duration::from_secs(crate::manifests::TIMEOUT_SECONDS as u64);
+        // A second of slack for the request's way there and back.
+        assert!(SYNC_WAIT + Duration::from_secs(1) < apiserver_waits, "{SYNC_WAIT:?} vs {apiserver_waits:?}");
+    }
+}
