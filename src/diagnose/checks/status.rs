@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use k8s_openapi::jiff::Timestamp;
 
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{Resample, RunnerState, Snapshot};
+use super::super::writes::attribute::attribute;
 use super::{age, human, runner_age, runner_ref};
 use crate::api::condition;
 
@@ -113,56 +113,21 @@ fn churn(rs: &RunnerState, r: &Resample) -> Option<Finding> {
             r.elapsed.as_secs_f64()
         ),
     );
-    if let Some(w) =
-        writer(before.metadata.managed_fields.as_deref(), after.metadata.managed_fields.as_deref())
-    {
+    // The one rule for who made a write, shared with `--observe`.
+    let json = |r: &crate::api::Runner| serde_json::to_value(r).unwrap_or_default();
+    let write = attribute(&json(before), &json(after), r.elapsed);
+    if let Some(w) = &write.writer {
         f = f.evidence(format!(
             "written by field manager {:?} ({}{})",
-            w.manager.as_deref().unwrap_or(""),
-            w.operation.as_deref().unwrap_or(""),
-            w.subresource.as_deref().map(|s| format!(", subresource {s}")).unwrap_or_default()
+            w.manager,
+            w.operation,
+            if w.subresource.is_empty() { String::new() } else { format!(", subresource {}", w.subresource) }
         ));
     }
-    let changed = changed_fields(before, after);
-    if !changed.is_empty() {
-        f = f.evidence(format!("changed: {}", changed.join(", ")));
+    if !write.fields.is_empty() {
+        f = f.evidence(format!("changed: {}", write.fields.join(", ")));
     }
     Some(f.evidence("a status write that changes nothing but a timestamp triggers the next reconcile; compare before writing"))
-}
-
-/// The managedFields entry that moved between the two looks, else the newest.
-fn writer<'a>(
-    before: Option<&[ManagedFieldsEntry]>,
-    after: Option<&'a [ManagedFieldsEntry]>,
-) -> Option<&'a ManagedFieldsEntry> {
-    let after = after?;
-    let key = |e: &ManagedFieldsEntry| (e.manager.clone(), e.operation.clone(), e.subresource.clone());
-    let old: BTreeMap<_, _> = before.unwrap_or_default().iter().map(|e| (key(e), e.time.clone())).collect();
-    after
-        .iter()
-        .find(|e| old.get(&key(e)) != Some(&e.time))
-        .or_else(|| after.iter().max_by_key(|e| e.time.as_ref().map(|t| t.0)))
-}
-
-/// `status.message`, `metadata.labels`: top-level status and metadata fields
-/// that differ (resourceVersion and managedFields always do).
-fn changed_fields(before: &crate::api::Runner, after: &crate::api::Runner) -> Vec<String> {
-    let b = serde_json::to_value(before).unwrap_or_default();
-    let a = serde_json::to_value(after).unwrap_or_default();
-    let mut out = vec![];
-    for top in ["status", "metadata"] {
-        let keys: std::collections::BTreeSet<&String> =
-            b[top].as_object().into_iter().chain(a[top].as_object()).flat_map(|o| o.keys()).collect();
-        for k in keys {
-            if top == "metadata" && (k == "resourceVersion" || k == "managedFields") {
-                continue;
-            }
-            if b[top][k] != a[top][k] {
-                out.push(format!("{top}.{k}"));
-            }
-        }
-    }
-    out
 }
 
 /// When an Event last happened.
@@ -320,7 +285,30 @@ mod tests {
         let f = check(&s, &s.runners[0]);
         let ev = &f[0].evidence;
         assert!(ev.iter().any(|e| e.contains("\"kubectl-runner\" (Apply, subresource status)")), "{ev:#?}");
-        assert!(ev.iter().any(|e| e == "changed: status.conditions"), "{ev:#?}");
+        assert!(ev.iter().any(|e| e == "changed: status.conditions[type=Ready].message"), "{ev:#?}");
+    }
+
+    /// `managedFields` times are to the second: a writer looping faster
+    /// may show the same time in both looks, and another entry (the
+    /// creator's) may be as new. The entry that owns what changed wrote it.
+    #[test]
+    fn churn_within_one_second_names_the_owner_of_the_change_not_the_newest_entry() {
+        let mut s = fixtures::healthy();
+        let now = fixtures::ago(0);
+        s.runners[0].runner.metadata.managed_fields = Some(vec![
+            fixtures::from(json!({ "manager": "hot-looper", "operation": "Update", "subresource": "status",
+                "time": now, "fieldsV1": { "f:status": { "f:message": {} } } })),
+            fixtures::from(json!({ "manager": "unknown", "operation": "Update", "time": now,
+                "fieldsV1": { "f:spec": { "f:image": {} } } })),
+        ]);
+        resampled(&mut s, |r| {
+            r.metadata.resource_version = Some("99".into());
+            r.status.as_mut().unwrap().message = Some("reconciled 7 times".into());
+        });
+        let f = check(&s, &s.runners[0]);
+        let ev = &f[0].evidence;
+        assert!(ev.iter().any(|e| e.contains("\"hot-looper\" (Update, subresource status)")), "{ev:#?}");
+        assert!(ev.iter().any(|e| e == "changed: status.message"), "{ev:#?}");
     }
 
     #[test]
