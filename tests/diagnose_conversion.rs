@@ -202,6 +202,8 @@ async fn a_dead_conversion_webhook_is_reported_first_with_its_fix_and_diagnose_s
     let skipped = with_code(&report, "not-readable");
     assert!(skipped.iter().any(|f| text(f).contains("Runners not readable")), "{report:#}");
     assert!(with_code(&report, "gather-incomplete").is_empty(), "not a gap: {report:#}");
+    // Not "0 Runners": the count says where it could not look.
+    assert_eq!(report["summary"]["runnersNotRead"], json!([format!("in {}", ns.name)]), "{report:#}");
     assert_eq!(code, 3, "{report:#}");
 
     // One Runner by name: its GET fails the same way; diagnose does not
@@ -211,6 +213,7 @@ async fn a_dead_conversion_webhook_is_reported_first_with_its_fix_and_diagnose_s
     let (code, report) = diagnose(&args).await;
     assert_eq!(report["findings"][0]["code"], "conversion-webhook-unreachable", "{report:#}");
     assert!(text(&report["findings"][0]).contains(&format!("get Runner web in {}", ns.name)), "{report:#}");
+    assert_eq!(report["summary"]["runnersNotRead"], json!([format!("in {}", ns.name)]), "{report:#}");
     assert_eq!(code, 3);
 }
 

@@ -54,6 +54,7 @@ async fn a_healthy_runner_has_no_errors_or_warnings_and_exits_zero() {
     assert!(problems(&report).is_empty(), "{report:#}");
     assert_eq!(code, 0);
     assert_eq!(report["summary"]["runners"], 1);
+    assert!(report["summary"].get("runnersNotRead").is_none(), "every read worked: {report:#}");
     mgr.stop().await;
 }
 

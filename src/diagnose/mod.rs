@@ -39,5 +39,5 @@ pub async fn diagnose(client: &kube::Client, req: &Request) -> (Snapshot, Report
 
 /// The report for an already gathered snapshot.
 pub fn report_for(s: &Snapshot) -> Report {
-    Report::new(&s.scope, s.runners.len(), checks::run(s))
+    Report::new(&s.scope, s.runners.len(), s.runners_not_read.clone(), checks::run(s))
 }

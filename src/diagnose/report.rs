@@ -9,7 +9,8 @@
 //! {
 //!   "apiVersion": "diagnose.kubectl-runner/v1",
 //!   "scope":    { "namespaces": ["app"] | [] (all), "name": "web" | absent },
-//!   "summary":  { "errors": 1, "warnings": 0, "info": 2, "runners": 1 },
+//!   "summary":  { "errors": 1, "warnings": 0, "info": 2, "runners": 1,
+//!                 "runnersNotRead": ["in team-b"] },      // absent when every read worked
 //!   "findings": [ { "code": "child-missing",          // kebab-case, see finding::Code
 //!                   "severity": "error" | "warning" | "info",
 //!                   "object": { "kind": "Runner", "namespace": "app", "name": "web" },
@@ -45,23 +46,34 @@ pub struct ReportScope {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub errors: usize,
     pub warnings: usize,
     pub info: usize,
     /// Runners examined.
     pub runners: usize,
+    /// Where the Runners could not be read (`in all namespaces`, `in team-b`):
+    /// `runners` does not count those, so "0 Runners" there is not "none".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runners_not_read: Vec<String>,
 }
 
 impl Report {
-    pub fn new(scope: &Scope, runners: usize, findings: Vec<Finding>) -> Report {
+    pub fn new(
+        scope: &Scope,
+        runners: usize,
+        runners_not_read: Vec<String>,
+        findings: Vec<Finding>,
+    ) -> Report {
         let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
         let summary = Summary {
             errors: count(Severity::Error),
             warnings: count(Severity::Warning),
             info: count(Severity::Info),
             runners,
+            runners_not_read,
         };
         Report {
             api_version: API_VERSION,
@@ -86,7 +98,10 @@ mod tests {
             Finding::warning(Code::RunnerNotReady, web.clone(), "not Ready"),
             Finding::info(Code::ManagerLeader, web, "leader is x"),
         ];
-        let r = Report::new(&Scope { namespaces: vec!["app".into()], name: None }, 4, findings);
-        assert_eq!(r.summary, Summary { errors: 1, warnings: 2, info: 1, runners: 4 });
+        let r = Report::new(&Scope { namespaces: vec!["app".into()], name: None }, 4, vec![], findings);
+        assert_eq!(
+            r.summary,
+            Summary { errors: 1, warnings: 2, info: 1, runners: 4, runners_not_read: vec![] }
+        );
     }
 }

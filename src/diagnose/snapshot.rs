@@ -49,6 +49,9 @@ pub struct Snapshot {
     /// with the rules of the role they point at.
     pub grants: Vec<Grant>,
     pub runners: Vec<RunnerState>,
+    /// Where the Runner list (or get) failed, as `in all namespaces` or
+    /// `in NS`: why is in `gaps` or `conversion.failed_reads`.
+    pub runners_not_read: Vec<String>,
     /// The conversion webhook, and Runner reads that failed for want of it.
     pub conversion: ConversionState,
     /// The validating webhook's registration and the Leases of the local

@@ -30,6 +30,11 @@ pub fn summary_line(report: &Report) -> String {
         (_, []) => format!("{} in all namespaces", plural(s.runners, "Runner")),
         (_, nss) => format!("{} in {}", plural(s.runners, "Runner"), Safe::new(nss.join(", "))),
     };
+    // "0 Runners" where the list failed would read as "none there".
+    let where_ = match s.runners_not_read.as_slice() {
+        [] => where_,
+        not_read => format!("{where_}; the Runners {} could not be read", Safe::new(not_read.join(", "))),
+    };
     let notes = if s.info > 0 { format!(" ({})", plural(s.info, "note")) } else { String::new() };
     if s.errors == 0 && s.warnings == 0 {
         format!("No problems found: {where_}, the manager and its permissions{notes}.")
@@ -113,7 +118,7 @@ mod tests {
 
     #[test]
     fn the_table_groups_by_object_and_names_it_once() {
-        let out = table(&Report::new(&scope(), 1, sample()));
+        let out = table(&Report::new(&scope(), 1, vec![], sample()));
         let lines: Vec<&str> = out.lines().collect();
         assert!(lines[0].starts_with("OBJECT") && lines[0].contains("SEVERITY   CHECK"), "{out}");
         assert_eq!(out.matches("Runner app/web").count(), 1, "{out}");
@@ -132,7 +137,7 @@ mod tests {
 
     #[test]
     fn evidence_and_fix_continue_under_the_finding_column() {
-        let out = table(&Report::new(&scope(), 1, sample()[..1].to_vec()));
+        let out = table(&Report::new(&scope(), 1, vec![], sample()[..1].to_vec()));
         let lines: Vec<&str> = out.lines().collect();
         let column = lines[0].find("FINDING").unwrap();
         assert_eq!(lines[1].find("Service app/web is missing"), Some(column), "{out}");
@@ -146,7 +151,7 @@ mod tests {
         let f = Finding::error(Code::ChildMissing, obj, "pod says \u{1b}]0;x\u{7}")
             .evidence("line\nbreak\u{9b}")
             .fix("run \u{202e}this");
-        let out = table(&Report::new(&scope(), 1, vec![f]));
+        let out = table(&Report::new(&scope(), 1, vec![], vec![f]));
         let column = out.lines().next().unwrap().find("FINDING").unwrap();
         let cells: Vec<&str> = out.lines().skip(1).take(3).map(|l| &l[column..]).collect();
         assert_eq!(cells, ["pod says \\x1b]0;x\\x07", "- line\\nbreak\\u{9b}", "fix: run \\u{202e}this"]);
@@ -169,13 +174,30 @@ mod tests {
 
     #[test]
     fn a_clean_report_says_so_in_one_line() {
-        let out = table(&Report::new(&Scope { namespaces: vec![], name: None }, 3, vec![]));
+        let out = table(&Report::new(&Scope { namespaces: vec![], name: None }, 3, vec![], vec![]));
         assert_eq!(out, "No problems found: 3 Runners in all namespaces, the manager and its permissions.\n");
     }
 
     #[test]
+    fn runners_that_could_not_be_read_are_not_counted_as_none() {
+        let scope = Scope { namespaces: vec!["a".into(), "b".into()], name: None };
+        let findings = sample()[..1].to_vec();
+        let out = table(&Report::new(&scope, 1, vec!["in b".into()], findings.clone()));
+        assert!(
+            out.ends_with("1 error, 0 warnings: 1 Runner in a, b; the Runners in b could not be read.\n"),
+            "{out}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&Report::new(&scope, 1, vec!["in b".into()], findings))).unwrap();
+        assert_eq!(v["summary"]["runnersNotRead"], serde_json::json!(["in b"]));
+        let out = table(&Report::new(&scope, 0, vec!["in \u{1b}[31mb".into()], vec![]));
+        assert!(!out.contains('\u{1b}'), "{out}");
+    }
+
+    #[test]
     fn json_uses_the_documented_field_names() {
-        let v: serde_json::Value = serde_json::from_str(&json(&Report::new(&scope(), 1, sample()))).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&Report::new(&scope(), 1, vec![], sample()))).unwrap();
         assert_eq!(v["apiVersion"], API_VERSION);
         assert_eq!(v["summary"], serde_json::json!({ "errors": 1, "warnings": 1, "info": 1, "runners": 1 }));
         let f = &v["findings"][0];

@@ -209,6 +209,7 @@ pub fn healthy() -> Snapshot {
             rules: crate::rbac::policy_rules(PermScope::Watched),
         }],
         runners: vec![runner_state()],
+        runners_not_read: vec![],
         conversion: ConversionState::default(),
         registrations: RegistrationsState { validating: Readable::Read(None), leases: Default::default() },
         gaps: vec![],

@@ -90,6 +90,7 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
         access: vec![],
         grants: vec![],
         runners: vec![],
+        runners_not_read: vec![],
         conversion: ConversionState::default(),
         registrations: RegistrationsState::default(),
         gaps: vec![],
@@ -135,8 +136,9 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
         s.grants = grants;
         gaps.0.extend(access_gaps.0);
     }
-    let (runners, runner_gaps, unconverted) = runners;
+    let runners::Read { runners, gaps: runner_gaps, unconverted, not_read } = runners;
     s.runners = runners;
+    s.runners_not_read = not_read;
     gaps.0.extend(runner_gaps.0);
     let validating = s.registrations.validating.get().and_then(Option::as_ref);
     let admission_via_service =

@@ -39,43 +39,50 @@ pub(super) fn where_(ns: Option<&str>) -> String {
     ns.map(|n| format!("in {n}")).unwrap_or("in all namespaces".into())
 }
 
-/// The Runners in scope, each with its surroundings, the failed reads, and
-/// apart from them the Runner reads that failed because the apiserver could
-/// not convert a stored Runner ([`conversion::is_conversion_failure`]).
-/// Nothing when the CRD is known to be missing (the install check says so).
-pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<RunnerState>, Gaps, Vec<Gap>) {
-    let (mut gaps, mut unconverted) = (Gaps::default(), vec![]);
+/// What [`read`] found.
+#[derive(Default)]
+pub struct Read {
+    pub runners: Vec<RunnerState>,
+    /// Failed reads.
+    pub gaps: Gaps,
+    /// Runner reads that failed because the apiserver could not convert a
+    /// stored Runner ([`conversion::is_conversion_failure`]).
+    pub unconverted: Vec<Gap>,
+    /// Where the Runners themselves could not be read (`in NS`).
+    pub not_read: Vec<String>,
+}
+
+/// The Runners in scope, each with its surroundings, and the reads that
+/// failed. Nothing when the CRD is known to be missing (the install check
+/// says so).
+pub async fn read(client: &Client, req: &Request, crd_present: bool) -> Read {
+    let mut out = Read::default();
     if !crd_present {
-        return (vec![], gaps, unconverted);
+        return out;
     }
+    let (gaps, unconverted) = (&mut out.gaps, &mut out.unconverted);
     let mut runners: Vec<Runner> = vec![];
     for ns in scopes(req) {
         let a: Api<Runner> = api(client, ns);
-        match &req.name {
+        let read = match &req.name {
             Some(name) => {
                 let what = format!("get Runner {name} {}", where_(ns));
-                if let Some(r) =
-                    take_runners(&mut gaps, &mut unconverted, what, a.get_opt(name).await).flatten()
-                {
-                    runners.push(r);
-                }
+                take_runners(gaps, unconverted, what, a.get_opt(name).await).map(|r| runners.extend(r))
             }
             None => {
                 let what = format!("list Runners {}", where_(ns));
-                if let Some(items) = take_runners(
-                    &mut gaps,
-                    &mut unconverted,
-                    what,
-                    list_paged(&a, ListParams::default()).await,
-                ) {
-                    runners.extend(items);
-                }
+                take_runners(gaps, unconverted, what, list_paged(&a, ListParams::default()).await)
+                    .map(|items| runners.extend(items))
             }
+        };
+        if read.is_none() {
+            out.not_read.push(where_(ns));
         }
     }
     if runners.is_empty() {
-        return (vec![], gaps, unconverted);
+        return out;
     }
+    let gaps = &mut out.gaps;
     let mut pods: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
     let mut events: BTreeMap<String, Vec<Event>> = BTreeMap::new();
     for ns in scopes(req) {
@@ -99,10 +106,10 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
         }
     }
     let mut found = match &req.name {
-        Some(_) => by_name(client, &runners, &mut gaps).await,
-        None => listed(client, req, &runners, &mut gaps).await,
+        Some(_) => by_name(client, &runners, gaps).await,
+        None => listed(client, req, &runners, gaps).await,
     };
-    let mut out: Vec<RunnerState> = runners
+    let mut states: Vec<RunnerState> = runners
         .into_iter()
         .map(|runner| {
             let uid = runner.metadata.uid.clone().unwrap_or_default();
@@ -113,8 +120,9 @@ pub async fn read(client: &Client, req: &Request, crd_present: bool) -> (Vec<Run
             RunnerState { runner, children, pods, events, resample: None, observed: None }
         })
         .collect();
-    out.sort_by_key(|r| (r.runner.namespace(), r.runner.name_any()));
-    (out, gaps, unconverted)
+    states.sort_by_key(|r| (r.runner.namespace(), r.runner.name_any()));
+    out.runners = states;
+    out
 }
 
 /// A Runner read's value; a failed conversion goes to `unconverted` (the
