@@ -243,3 +243,12 @@ pub async fn delete_runners_and_wait(client: &Client, ns: &str) {
         }
     }
 }
+
+/// Until the Pod no longer exists: its containers have exited.
+pub async fn wait_gone(pods: &Api<Pod>, name: &str) {
+    wait_for(&format!("Pod {name} to be gone"), Duration::from_secs(60), || {
+        let pods = pods.clone();
+        async move { matches!(pods.get_opt(name).await, Ok(None)).then_some(()) }
+    })
+    .await;
+}

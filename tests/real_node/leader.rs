@@ -15,6 +15,7 @@ use kubectl_runner::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
 
 use crate::fixture::*;
 use crate::support::{TestNs, bind_metrics_reader, client, new_service_account_token, wait_for};
+use crate::writes::Writes;
 
 /// The manager's lease duration (leader::LeaseConfig).
 const LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -77,8 +78,7 @@ async fn of_two_replicas_one_reconciles_and_a_deleted_leader_hands_over_within_t
     pods.delete(&leader_name, &DeleteParams::default()).await.expect("delete the leader Pod");
     // Runner writes go through the webhooks all along: the deleted Pod
     // stays an endpoint for a moment, and answers while it does.
-    let writes =
-        tokio::spawn(write_through_webhooks(client.clone(), ns.name.clone(), Duration::from_secs(12)));
+    let writes = Writes::start(client.clone(), &ns.name);
     // Released on the leader's SIGTERM, the Lease moves within a retry
     // period (2 s); the bound is what expiry alone would take: the lease
     // duration after a standby saw the last renewal, plus one retry.
@@ -107,26 +107,6 @@ async fn of_two_replicas_one_reconciles_and_a_deleted_leader_hands_over_within_t
     })
     .await;
     assert!(reconciles(&new_pod, &token).await.unwrap_or(0) > 0, "the new leader reconciles");
-    let (sent, failed) = writes.await.expect("the writer");
-    eprintln!("during the hand-over: {sent} dry-run Runner creates, {} refused", failed.len());
-    assert!(failed.is_empty(), "Runner writes failed while a manager Pod was deleted: {failed:#?}");
-}
-
-/// Dry-run creates of a v1alpha1 Runner (through conversion and admission)
-/// for `how_long`, one after the other: how many, and the errors.
-async fn write_through_webhooks(
-    client: kube::Client,
-    ns: String,
-    how_long: Duration,
-) -> (usize, Vec<String>) {
-    let (started, mut sent, mut failed) = (Instant::now(), 0, Vec::new());
-    while started.elapsed() < how_long {
-        sent += 1;
-        let at = started.elapsed().as_secs_f64();
-        if let Err(e) = kubectl_runner::client::runners::dry_run_v1alpha1(&client, &ns).await {
-            failed.push(format!("{at:.1} s after the deletion: {e}"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    (sent, failed)
+    wait_gone(&pods, &leader_name).await;
+    writes.stop_and_check("while the leader Pod was deleted").await;
 }

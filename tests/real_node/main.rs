@@ -25,3 +25,4 @@ mod leader;
 mod rbac_cut;
 mod serving;
 mod upgrade;
+mod writes;

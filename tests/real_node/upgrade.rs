@@ -8,9 +8,11 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kubectl_runner::api::{Runner, RunnerSpec};
 use kubectl_runner::cli::create;
+use kubectl_runner::manifests::MANAGER_NAMESPACE;
 
 use crate::fixture::*;
 use crate::support::{TestNs, cli, client, wait_for};
+use crate::writes::Writes;
 
 #[tokio::test]
 #[ignore = "needs the real node: tests/run.sh runs it when the cluster has one"]
@@ -32,6 +34,7 @@ async fn an_upgrade_to_a_second_image_tag_rolls_out_to_completion_and_the_new_po
     // `install --wait` returns once the rollout is complete: before a
     // standby was Ready, it waited for ever.
     let upgraded_at = Instant::now();
+    let writes = Writes::start(client.clone(), &ns.name);
     let out = cli(&["install", "--with-manager", "--image", &v2, "--wait", "--timeout", "2m"]).await;
     assert!(out.status.success(), "install v2 --wait: {}", String::from_utf8_lossy(&out.stderr));
     eprintln!("upgrade rolled out {:.1} s after install", upgraded_at.elapsed().as_secs_f64());
@@ -50,6 +53,8 @@ async fn an_upgrade_to_a_second_image_tag_rolls_out_to_completion_and_the_new_po
     })
     .await;
     eprintln!("v2 leads {:.1} s after install", upgraded_at.elapsed().as_secs_f64());
+    wait_gone(&Api::namespaced(client.clone(), MANAGER_NAMESPACE), &old_name).await;
+    writes.stop_and_check("during the rollout").await;
 
     let spec = RunnerSpec::new(WEB_IMAGE).port(WEB_PORT);
     let runners: Api<Runner> = ns.api();
