@@ -271,3 +271,53 @@ async fn the_installed_managers_rbac_is_all_the_webhook_needs() {
     assert_eq!(ns.api::<Runner>().get("old").await.expect("read as v1beta1").spec.expose.port, 8082);
     manager.stop_after_cleanup(&ns).await;
 }
+
+/// While a local manager (`run-manager --local-webhooks`) holds the CRD's
+/// conversion, saying so in its annotation, a manager behind the Service
+/// leaves it alone: its keeper writing its own CA into a conversion pointed
+/// at the local URL would break every conversion the local one serves.
+#[tokio::test]
+async fn the_keeper_behind_the_service_leaves_a_conversion_a_local_manager_holds_alone() {
+    use kubectl_runner::manager::webhook::keep::Keeper;
+    let _turn = CRD_LOCK.lock().await;
+    let ns = TestNs::new("webhook4").await;
+    ensure_crd(&ns.client).await;
+    let _restore = PutBackRegistrations;
+    let crds = Api::<CustomResourceDefinition>::all(ns.client.clone());
+    // As a local manager leaves it: its URL, its own CA, the annotation.
+    let names = vec!["127.0.0.1".to_string()];
+    let now = chrono::Utc::now();
+    let plan = certs::plan(now, &Material::default(), &names, &LIFETIMES);
+    let local = certs::carry_out(&plan, now, &Material::default(), &names, &LIFETIMES).expect("a local CA");
+    let url = Target::Url("https://127.0.0.1:1/convert".into());
+    let held = json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": CRD_NAME,
+                      "annotations": { kubectl_runner::webhook::local::SAVED_ANNOTATION: "{}" } },
+        "spec": { "conversion": kubectl_runner::manifests::conversion(&url, Some(&local.ca_crt)) } });
+    let params = PatchParams::apply("kubectl-runner-tests-conversion").force();
+    crds.patch(CRD_NAME, &params, &Patch::Apply(&held)).await.expect("hold the CRD as a local manager");
+
+    let service = Target::Service { namespace: ns.name.clone() };
+    let keeper = || Keeper {
+        secrets: ns.api::<Secret>(),
+        client: ns.client.clone(),
+        namespace: ns.name.clone(),
+        names: kubectl_runner::webhook::service_dns_names(&ns.name),
+        target: service.clone(),
+        slot: Arc::default(),
+    };
+    keeper().round().await.expect("a round of the in-cluster keeper");
+    let crd = crds.get(CRD_NAME).await.unwrap();
+    let config = crd.spec.conversion.and_then(|c| c.webhook).and_then(|w| w.client_config).unwrap();
+    assert_eq!(config.url.as_deref(), Some("https://127.0.0.1:1/convert"));
+    assert_eq!(config.ca_bundle.map(|b| b.0), Some(local.ca_crt.clone().into_bytes()), "the local CA stays");
+
+    // The annotation is what held it: without it the keeper writes its CA.
+    let released = json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": CRD_NAME },
+        "spec": { "conversion": kubectl_runner::manifests::conversion(&url, Some(&local.ca_crt)) } });
+    crds.patch(CRD_NAME, &params, &Patch::Apply(&released)).await.expect("drop the annotation");
+    keeper().round().await.expect("a second round");
+    let ours = material(&ns).await.expect("the keeper's Secret").ca_crt;
+    assert_eq!(crd_bundle(&ns.client).await, Some(ours), "without the annotation the keeper sets its CA");
+}
