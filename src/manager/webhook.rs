@@ -139,6 +139,19 @@ mod tests {
         assert_eq!(drain_for(&Target::Url("https://127.0.0.1:9443/convert".into())), Duration::ZERO);
     }
 
+    /// The drain runs beside the rest of the stop and must end before the
+    /// kubelet's SIGKILL, with a few seconds to spare for the reconciler's
+    /// stop, which the process waits on too.
+    #[test]
+    fn the_installed_manager_pod_is_given_time_to_drain() {
+        use crate::manifests::{RbacScope, manager};
+        let deployment =
+            manager("img", &RbacScope::Cluster).into_iter().find(|m| m.resource.kind == "Deployment");
+        let object = serde_json::to_value(&deployment.expect("the manager Deployment").object).unwrap();
+        let grace = object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
+        assert!(DRAIN.as_secs() + 3 <= grace, "a drain of {DRAIN:?} in a grace period of {grace} s");
+    }
+
     #[test]
     fn a_registration_carrying_the_saved_annotation_is_held_locally() {
         let mut meta = kube::api::ObjectMeta::default();
