@@ -4,8 +4,8 @@
 # CRD and RBAC, starts the reconcile manager, and walks a demo Runner through
 # create -> get -> describe -> diagnose. On a terminal the manager then keeps
 # running in the foreground (Ctrl-C stops it); otherwise it is stopped. Either
-# way no manager process is left behind; the cluster keeps running; stop it
-# with `bash tests/cluster/down.sh`.
+# way no manager process is left behind; the cluster keeps running, and the
+# last lines say how to delete the demo and stop the cluster.
 #
 # The manager runs with --leader-elect: it holds the leader Lease, which is
 # how `diagnose` sees a manager that runs outside the cluster.
@@ -68,5 +68,16 @@ if [ -t 0 ]; then
   manager=
 else
   stop_manager
-  step "done; the manager is stopped, the cluster keeps running (export KUBECONFIG=$KUBECONFIG); stop it with: bash tests/cluster/down.sh"
 fi
+# How to clean up. The demo keeps the manager's finalizer, and no manager
+# runs any more: said here, so nobody is surprised by a delete that hangs.
+cat >&2 << EOF
+==> [$CLUSTER_NAME] done; the manager is stopped, the "$CLUSTER_NAME" cluster keeps running: export KUBECONFIG=$KUBECONFIG
+    Delete the demo with a manager running, which removes its children and then its finalizer:
+      kubectl runner run-manager &   # or: bash scripts/run.sh on a terminal
+      kubectl runner delete demo -n $demo_ns --wait
+    Without a manager, 'kubectl runner delete demo' only marks it for deletion: it stays (with its
+    Deployment and Service) until a manager next runs and cleans up; --wait would wait for that.
+    Stop the cluster and delete all its state, the demo included: bash tests/cluster/down.sh
+    The tests use a cluster of their own ("test"): bash tests/run.sh leaves this one alone.
+EOF

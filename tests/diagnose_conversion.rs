@@ -85,6 +85,7 @@ struct CrdRestore {
 
 impl CrdRestore {
     async fn new(client: &Client, namespace: &str) -> CrdRestore {
+        support::guard::refuse_foreign(client, "replace the Runner CRD's versions and conversion").await;
         ensure_crd(client).await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         CrdRestore { original: crds.get(CRD_NAME).await.unwrap(), namespace: namespace.into() }

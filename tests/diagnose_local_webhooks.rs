@@ -52,6 +52,7 @@ struct PutBack {
 
 impl PutBack {
     async fn new(client: &Client) -> PutBack {
+        support::guard::refuse_foreign(client, "replace the webhook registrations").await;
         ensure_crd(client).await;
         let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(CRD_NAME).await.unwrap();
         let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone()).get_opt(VALIDATING_CONFIG).await;

@@ -146,7 +146,7 @@ async fn the_apiserver_calls_the_local_manager_and_ctrl_c_puts_everything_back()
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     let before = registrations(&ns.client).await;
     assert!(before.validating.is_none() && !before.annotated, "{before:?}");
 
@@ -189,7 +189,7 @@ async fn a_second_local_manager_is_refused_and_after_kill_9_takes_over_and_puts_
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh2").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     let before = registrations(&ns.client).await;
 
     let mut first = Local::start(&ns, &[]);
@@ -242,7 +242,7 @@ async fn an_in_cluster_leader_is_taken_over_only_when_asked_and_gets_its_registr
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh3").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     let before = registrations(&ns.client).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     let leader: Lease = serde_json::from_value(json!({
@@ -271,7 +271,7 @@ async fn an_address_the_apiserver_cannot_reach_fails_fast_and_leaves_nothing_beh
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh4").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     let before = registrations(&ns.client).await;
     // Listening on 127.0.0.2 while the apiserver is told 127.0.0.1: refused.
     let mut local = Local::start(&ns, &["--webhook-host", "127.0.0.1", "--webhook-listen", "127.0.0.2:0"]);
@@ -286,7 +286,7 @@ async fn after_kill_9_diagnose_names_the_dead_registrations_and_fix_puts_them_ba
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("localwh5").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     let before = registrations(&ns.client).await;
     let mut local = Local::start(&ns, &[]);
     local.wait_log(SERVING).await;

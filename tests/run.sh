@@ -11,16 +11,36 @@
 # there), loaded into the real node, and the real-node target runs:
 # `cargo test --test real_node -- --ignored`. Without a real node that target
 # is reported as ignored, never as passed.
+#
+# The tests run in a cluster of their own, named "test" (RUNNER_CLUSTER_NAME
+# chooses another), never in the "dev" cluster scripts/run.sh leaves running
+# for the user: tests delete and replace cluster-wide objects (the CRD, the
+# webhook registrations), and refuse to where others' Runners live
+# (tests/support/guard.rs). Every test binary runs even after one fails
+# (--no-fail-fast); the last line sums them all up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export RUNNER_CLUSTER_NAME=${RUNNER_CLUSTER_NAME:-test}
+if [ "$RUNNER_CLUSTER_NAME" = dev ]; then
+  echo "error: RUNNER_CLUSTER_NAME=dev is the cluster scripts/run.sh keeps for you; the tests use their own (unset it)" >&2
+  exit 2
+fi
 # shellcheck source=tests/cluster/lib.sh
 source tests/cluster/lib.sh
 
+# Each cargo test's output also goes to $results, which summary() reads.
+results=$(mktemp)
+started=0
+cleanup() {
+  rm -f "$results"
+  [ "$started" = 0 ] || bash tests/cluster/down.sh
+}
+trap cleanup EXIT
 if cluster_running; then
-  step "tests: using the running cluster (left running afterwards)"
+  step "tests: using the running \"$CLUSTER_NAME\" cluster (left running afterwards)"
 else
-  step "tests: starting a cluster (stopped afterwards)"
-  trap 'bash tests/cluster/down.sh' EXIT
+  step "tests: starting the \"$CLUSTER_NAME\" cluster (stopped afterwards)"
+  started=1
 fi
 # Verifies a running cluster, starts a stopped one; prints the export line.
 eval "$(bash tests/cluster/up.sh)"
@@ -37,8 +57,24 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
-step "cargo test --all-targets (KUBECONFIG=$KUBECONFIG)"
-"${innet[@]}" cargo test --all-targets
+failed=0
+# tested ARGS...: cargo test ARGS, recorded; a failure is counted, not fatal.
+tested() {
+  "${innet[@]}" cargo test "$@" 2>&1 | tee -a "$results" || failed=1
+}
+# One line for the whole run: the sums of cargo's "test result:" lines and
+# the names of the tests that failed.
+summary() {
+  awk '
+    /^test result: / { for (i = 1; i <= NF; i++) { n = $i + 0
+        if ($(i+1) ~ /^passed/) p += n; if ($(i+1) ~ /^failed/) f += n; if ($(i+1) ~ /^ignored/) g += n } }
+    /^test .* \.\.\. FAILED$/ { names = names (names ? ", " : "") $2 }
+    END { printf "tests: %d passed, %d failed, %d ignored%s\n", p, f, g, (names ? " (failed: " names ")" : "") }
+  ' "$results"
+}
+
+step "cargo test --all-targets --no-fail-fast (KUBECONFIG=$KUBECONFIG)"
+tested --all-targets --no-fail-fast
 if [ "$real_node" = 1 ]; then
   step "real node: the manager image (scripts/image.sh)"
   export RUNNER_IMAGE=localhost/kubectl-runner:test RUNNER_TEST_MANAGER_IMAGE=localhost/kubectl-runner:test
@@ -52,7 +88,9 @@ if [ "$real_node" = 1 ]; then
   step "real node: image built and loaded in $((SECONDS - image_start)) s"
   step "cargo test --test real_node -- --ignored (one at a time: each installs the cluster-wide manager)"
   test_start=$SECONDS
-  "${innet[@]}" cargo test --test real_node -- --ignored --nocapture --test-threads=1
+  tested --test real_node -- --ignored --nocapture --test-threads=1
   step "real node tests took $((SECONDS - test_start)) s"
 fi
+summary
+[ "$failed" = 0 ] || { step "tests failed"; exit 1; }
 step "tests passed"

@@ -132,4 +132,15 @@ async fn the_main_job_run_without_a_terminal_leaves_no_manager_running_and_diagn
         assert!(!stdout.contains(absent), "diagnose reported {absent:?}:\n{stdout}");
     }
     assert!(stdout.contains("manager-leader"), "diagnose names the leader:\n{stdout}");
+
+    // It leaves a Runner with a finalizer and no manager: its last lines say
+    // how to delete it and how to stop the cluster.
+    let tail: String = stderr.lines().rev().take(10).collect::<Vec<_>>().join("\n");
+    for said in [
+        format!("kubectl runner delete demo -n {} --wait", ns.name),
+        "kubectl runner run-manager".into(),
+        "bash tests/cluster/down.sh".into(),
+    ] {
+        assert!(tail.contains(&said), "the last lines say {said:?}:\n{tail}");
+    }
 }

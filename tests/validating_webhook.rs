@@ -49,7 +49,7 @@ async fn served(prefix: &str) -> Served {
     let turn = LOCK.lock().await;
     let ns = TestNs::new(prefix).await;
     ensure_crd(&ns.client).await;
-    let registrations = PutBackRegistrations;
+    let registrations = PutBackRegistrations::guarded(&ns.client).await;
     let listen: SocketAddr = free_loopback_addr();
     let target = Target::Url(format!("https://{listen}/convert"));
     // As install creates it, but to this process; the manager adds the CA.

@@ -91,7 +91,7 @@ async fn the_apiserver_converts_through_the_managers_webhook_and_follows_a_renew
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook").await;
     ensure_crd(&ns.client).await;
-    let _restore = PutBackRegistrations;
+    let _restore = PutBackRegistrations::guarded(&ns.client).await;
     let listen = free_loopback_addr();
     let url = format!("https://{listen}/convert");
     let started = Instant::now();
@@ -178,7 +178,7 @@ async fn two_managers_starting_at_once_end_with_one_secret_and_a_ca_bundle_that_
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook2").await;
     ensure_crd(&ns.client).await;
-    let _restore = PutBackRegistrations;
+    let _restore = PutBackRegistrations::guarded(&ns.client).await;
     // As install --with-manager: converted through the Service, no caBundle.
     let service = Target::Service { namespace: ns.name.clone() };
     let stanza = json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -227,7 +227,7 @@ async fn the_installed_managers_rbac_is_all_the_webhook_needs() {
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook3").await;
     ensure_crd(&ns.client).await;
-    let _restore = PutBackRegistrations;
+    let _restore = PutBackRegistrations::guarded(&ns.client).await;
     support::apply_generated_rbac(&ns.client).await;
     // The Secret as install creates it (empty; the manager may not create one).
     let manifests = kubectl_runner::manifests::manager("img", &kubectl_runner::manifests::RbacScope::Cluster);
@@ -282,7 +282,7 @@ async fn the_keeper_behind_the_service_leaves_a_conversion_a_local_manager_holds
     let _turn = CRD_LOCK.lock().await;
     let ns = TestNs::new("webhook4").await;
     ensure_crd(&ns.client).await;
-    let _restore = PutBackRegistrations;
+    let _restore = PutBackRegistrations::guarded(&ns.client).await;
     let crds = Api::<CustomResourceDefinition>::all(ns.client.clone());
     // As a local manager leaves it: its URL, its own CA, the annotation.
     let names = vec!["127.0.0.1".to_string()];

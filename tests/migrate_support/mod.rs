@@ -47,6 +47,7 @@ async fn apply(client: &Client, crd: &CustomResourceDefinition) {
 /// Deletes the Runner CRD (and so every Runner) if there is one, then
 /// installs the CRD whose only version, v1alpha1, is the storage version.
 pub async fn install_old_crd(client: &Client) {
+    crate::support::guard::refuse_foreign(client, "delete the Runner CRD (and so every Runner)").await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let _ = crds.delete(CRD_NAME, &DeleteParams::default()).await;
     wait_for("the old CRD to be gone", Duration::from_secs(60), || {
@@ -63,6 +64,7 @@ pub async fn install_old_crd(client: &Client) {
 /// test CRD left behind, storedVersions would still name v1alpha1 and
 /// `install` without the manager would refuse.
 pub async fn restore_current_crd(client: &Client) {
+    crate::support::guard::refuse_foreign(client, "delete the test CRD (and so every Runner)").await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let _ = crds.delete(CRD_NAME, &DeleteParams::default()).await;
     wait_for("the test CRD to be gone", Duration::from_secs(60), || {

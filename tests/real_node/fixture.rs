@@ -43,7 +43,8 @@ pub async fn send_pods_to_the_real_node(client: &Client, ns: &str) {
     let patch = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": { "name": ns, "annotations": annotations },
+        // The label marks it as the test run's (tests/support/guard.rs).
+        "metadata": { "name": ns, "annotations": annotations, "labels": { crate::support::TEST_LABEL: "true" } },
     });
     Api::<Namespace>::all(client.clone())
         .patch(ns, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
@@ -130,6 +131,8 @@ impl Drop for InstalledManager {
 /// Ready replica, i.e. its readiness probe passed. The manager Pod and the
 /// time from install to Ready.
 pub async fn install_manager(client: &Client, image: &str, node: &str, ns: &TestNs) -> (Pod, Duration) {
+    // A cluster-wide manager reconciles every namespace's Runners.
+    crate::support::guard::refuse_foreign(client, "install the cluster-wide manager").await;
     // The manager's namespace exists before install, annotated, so that the
     // Deployment's first Pod already goes to the real node.
     let namespaces: Api<Namespace> = Api::all(client.clone());

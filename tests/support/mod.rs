@@ -5,6 +5,8 @@
 //! fixture drops, also when the test panics.
 #![allow(dead_code)]
 
+pub mod guard;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -333,8 +335,18 @@ pub async fn bind_metrics_reader(client: &Client, ns: &str, sa: &str) -> Cluster
 /// them when dropped, also on a panic: the Runner CRD without conversion or
 /// a local manager's annotation, and no ValidatingWebhookConfiguration (one
 /// left with failurePolicy Fail would refuse every Runner create in every
-/// later test binary).
-pub struct PutBackRegistrations;
+/// later test binary). Made only by [`PutBackRegistrations::guarded`]:
+/// replacing the registrations is cluster-wide.
+pub struct PutBackRegistrations(());
+
+impl PutBackRegistrations {
+    /// Refuses ([`guard::refuse_foreign`]) on a cluster holding others'
+    /// Runners; otherwise puts the registrations back when dropped.
+    pub async fn guarded(client: &Client) -> PutBackRegistrations {
+        guard::refuse_foreign(client, "replace the Runner CRD's webhook registrations").await;
+        PutBackRegistrations(())
+    }
+}
 
 impl Drop for PutBackRegistrations {
     fn drop(&mut self) {
