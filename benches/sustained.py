@@ -15,6 +15,7 @@ the exit code is 0.
 """
 import bisect
 import collections
+import statistics
 import json
 import os
 import sys
@@ -142,6 +143,9 @@ def manager_rows(d, m):
             "manager": m, "rate": r, "achieved": kv.get("achieved_rate"), "changes": changes,
             "writes": per(len(win_w), changes), "reads": per(len(win_r), changes),
             "passes": per(kv.get("passes"), changes),
+            "passes_nr": per(kv["passes"] - kv.get("passes_resync", 0), changes) if "passes" in kv else None,
+            "by": {k: per(v, changes) for k, v in kv.items()
+                   if k.startswith(("passes_by_", "status_writes_by_"))},
             "child_p50": pct(ms, 50), "child_p99": pct(ms, 99), "child_max": max(ms) if ms else None,
             "child_missing": missing, "status_p50": pct(st, 50), "status_p99": pct(st, 99),
             "obs_p50": kv.get("observed_p50_ms"), "obs_p99": kv.get("observed_p99_ms"),
@@ -262,6 +266,7 @@ def main():
         rows += rs
     table(rows, flight)
     mix_lines(mixes)
+    breakdown(rows)
     ratios(rows, flight)
 
 
@@ -283,7 +288,27 @@ def repeated(runs, managers, flight):
     print("\nevery run (MANAGER#ROUND):", end="")
     table(rows, flight, labels)
     mix_lines(mixes, "all rates, all runs")
+    breakdown(rows)
     sustained_repeat.report(rows, managers, flight, throughput)
+
+
+def breakdown(rows):
+    """What the passes and status writes were for, per change: each
+    manager's counters (ours: runner_passes_total by trigger and kind,
+    runner_status_writes_total by reason), medians over its runs."""
+    by = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in rows:
+        for k, v in r.get("by", {}).items():
+            by[(r.get("of", r["manager"]), r["rate"])][k].append(v)
+        if r.get("passes_nr") is not None:
+            by[(r.get("of", r["manager"]), r["rate"])]["passes without resyncs"].append(r["passes_nr"])
+    if not by:
+        return
+    print("  per change, what the passes and status writes were for (median over runs):")
+    for (m, rate), figures in sorted(by.items()):
+        parts = [f"{k.replace('passes_by_', 'pass:').replace('status_writes_by_', 'status:')} "
+                 f"{statistics.median(v):.2f}" for k, v in sorted(figures.items())]
+        print(f"    {m} at {rate}/s: " + ", ".join(parts))
 
 
 def mix_lines(mixes, what="all rates"):

@@ -14,7 +14,8 @@ import statistics
 
 FIGURES = (  # key, label, format
     ("achieved", "sent/s", "{:.1f}"), ("writes", "writes/chg", "{:.2f}"), ("reads", "reads/chg", "{:.2f}"),
-    ("passes", "passes/chg", "{:.2f}"), ("child_p50", "child p50 ms", "{:.0f}"),
+    ("passes", "passes/chg", "{:.2f}"), ("passes_nr", "passes/chg w/o resync", "{:.2f}"),
+    ("child_p50", "child p50 ms", "{:.0f}"),
     ("child_p99", "child p99 ms", "{:.0f}"), ("child_max", "child max ms", "{:.0f}"),
     ("status_p50", "status p50 ms", "{:.0f}"), ("status_p99", "status p99 ms", "{:.0f}"),
     ("obs_p50", "observed p50 ms", "{:.0f}"), ("obs_p99", "observed p99 ms", "{:.0f}"),
@@ -22,7 +23,7 @@ FIGURES = (  # key, label, format
     ("rss_peak", "RSS peak MiB", "{:.1f}"), ("drain", "drain s", "{:.1f}"),
 )
 # The figures the ratio table compares (lower is better for each).
-RATIO_FIGURES = ("writes", "reads", "passes", "child_p50", "child_p99", "status_p50", "status_p99",
+RATIO_FIGURES = ("writes", "reads", "passes", "passes_nr", "child_p50", "child_p99", "status_p50", "status_p99",
                  "obs_p50", "obs_p99", "cpu", "rss", "rss_peak")
 CELL = 24
 

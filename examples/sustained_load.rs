@@ -8,6 +8,10 @@
 //! ```
 //! METRICS_ADDR: the manager's plain-HTTP /metrics (`127.0.0.1:PORT`);
 //! PASSES_METRIC: its counter of reconcile passes (summed over labels).
+//! Ours also says what the passes were for (`runner_passes_total` by
+//! trigger and child kind) and why the status was written
+//! (`runner_status_writes_total` by reason): printed as `passes_by_*` and
+//! `status_writes_by_*`, each counter's growth over the window.
 //!
 //! Data flow: a watch on the namespace's Runners is synced first; then a
 //! ticker sends change `i` (one JSON merge patch, a task of its own so a slow
@@ -23,7 +27,7 @@
 //! the drain: every change observed, every Deployment in the namespace
 //! rolled out (observedGeneration caught up; replicas, updated and available
 //! all at spec.replicas), no Runner, Deployment, Service or Ingress event for
-//! [`QUIET`] and the counter still as long; or `RUNNER_LOAD_DRAIN` seconds
+//! [`QUIET`] and the counter (resync passes aside) still as long; or `RUNNER_LOAD_DRAIN` seconds
 //! (default 120). So rollouts that finish after the last change count too.
 //! With MANAGER_PID: its CPU time (/proc/PID/stat) over the load phase and
 //! its RSS sampled every 250 ms. User-Agent `runner-load/rate-RATE`, so the
@@ -147,8 +151,23 @@ where
     })
 }
 
-/// The sum of `metric`'s samples on the plain-HTTP /metrics at `addr`.
-fn read_counter(addr: &str, metric: &str) -> std::io::Result<f64> {
+/// The counters that say what passes and status writes were for (ours
+/// only; the twin has none): each series, by its labels.
+const BREAKDOWNS: [(&str, &str); 2] =
+    [("runner_passes_total", "passes_by"), ("runner_status_writes_total", "status_writes_by")];
+
+/// What one read of /metrics gives: the pass counter (summed over its
+/// labels) and each breakdown series.
+#[derive(Clone, Default)]
+struct Counters {
+    passes: f64,
+    /// Resync passes: they come whatever the load, and never go quiet.
+    resyncs: f64,
+    series: HashMap<String, f64>,
+}
+
+/// Reads `metric` and the [`BREAKDOWNS`] on the plain-HTTP /metrics at `addr`.
+fn read_counters(addr: &str, metric: &str) -> std::io::Result<Counters> {
     use std::io::{Read, Write};
     let sock = addr.parse().map_err(std::io::Error::other)?;
     let mut conn = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(5))?;
@@ -156,8 +175,29 @@ fn read_counter(addr: &str, metric: &str) -> std::io::Result<f64> {
     conn.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut text = String::new();
     conn.read_to_string(&mut text)?;
-    let samples = text.lines().filter(|l| l.strip_prefix(metric).is_some_and(|r| r.starts_with(['{', ' '])));
-    Ok(samples.filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok()).sum())
+    let value = |l: &str| l.split_whitespace().last()?.parse::<f64>().ok();
+    let of = |m: &str| -> Vec<&str> {
+        text.lines().filter(|l| l.strip_prefix(m).is_some_and(|r| r.starts_with(['{', ' ']))).collect()
+    };
+    let mut c = Counters { passes: of(metric).into_iter().filter_map(value).sum(), ..Default::default() };
+    for (m, name) in BREAKDOWNS {
+        for line in of(m) {
+            // `m{trigger="child_event",kind="Deployment"} 12`: the label values.
+            let labels = line.split_once('{').and_then(|(_, r)| r.split_once('}')).map_or("", |(l, _)| l);
+            let what: Vec<&str> = labels
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(_, v)| v.trim_matches('"'))
+                .filter(|v| !v.is_empty())
+                .collect();
+            let v = value(line).unwrap_or(0.0);
+            if m == "runner_passes_total" && what.first() == Some(&"resync") {
+                c.resyncs += v;
+            }
+            c.series.insert(format!("{name}_{}", what.join("_")), v);
+        }
+    }
+    Ok(c)
 }
 
 fn cpu_ticks(pid: u32) -> Option<f64> {
@@ -276,9 +316,11 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>, metrics: Passes) 
     });
     let counter = async |m: &Passes| {
         let (addr, metric) = m.clone()?;
-        let read = tokio::task::spawn_blocking(move || read_counter(&addr, &metric).map_err(|e| (addr, e)));
+        let read = tokio::task::spawn_blocking(move || read_counters(&addr, &metric).map_err(|e| (addr, e)));
         read.await.ok()?.map_err(|(addr, e)| eprintln!("load: {addr}/metrics: {e}")).ok()
     };
+    // The drain waits for the passes to stop, resyncs aside.
+    let moving = |c: &Option<Counters>| c.as_ref().map(|c| c.passes - c.resyncs);
     let passes0 = counter(&metrics).await;
     let (start, start_epoch) = (Instant::now(), epoch_s());
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
@@ -333,9 +375,10 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>, metrics: Passes) 
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
         let now = counter(&metrics).await;
-        if now != passes1 {
-            (passes1, passes_moved) = (now, Instant::now());
+        if moving(&now) != moving(&passes1) {
+            passes_moved = Instant::now();
         }
+        passes1 = now;
     };
     let (end_epoch, drained) = (epoch_s(), drain_start.elapsed());
     watch.abort();
@@ -355,7 +398,16 @@ async fn run(ns: &str, rate: u32, secs: u64, pid: Option<u32>, metrics: Passes) 
         u8::from(quiet)
     );
     if let (Some(p0), Some(p1)) = (passes0, passes1) {
-        println!("passes={:.0}", p1 - p0);
+        println!("passes={:.0}", p1.passes - p0.passes);
+        println!("passes_resync={:.0}", p1.resyncs - p0.resyncs);
+        let mut names: Vec<&String> = p1.series.keys().collect();
+        names.sort();
+        for name in names {
+            let grew = p1.series[name] - p0.series.get(name).copied().unwrap_or(0.0);
+            if grew > 0.0 {
+                println!("{name}={grew:.0}");
+            }
+        }
     }
     println!("observed_count={}\nobserved_missing={missing}", ms.len());
     println!("observed_p50_ms={:.0}", percentile(&ms, 50.0));

@@ -1,9 +1,10 @@
 //! What every reconcile pass shares: the client, the caches of the
 //! children, the Event recorder, the metrics, and the small bits of memory
-//! between passes (deletes already sent, failures in a row).
+//! between passes (deletes already sent; failures in a row are the work
+//! queue's).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
 use kube::Client;
 use kube::runtime::events::Recorder;
@@ -43,8 +44,6 @@ pub struct Context {
     pub metrics: Metrics,
     /// What the write path of every child kind shares.
     pub writes: Writes,
-    /// Failed passes in a row, per Runner (`namespace/name`): the backoff.
-    pub failures: Mutex<HashMap<String, u32>>,
     /// Deletion records waiting for their namespace's turn.
     pub deletion_records: Queues,
 }
@@ -52,19 +51,7 @@ pub struct Context {
 impl Context {
     pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Metrics) -> Self {
         let writes = Writes::new(client.clone(), metrics.clone());
-        Context {
-            client,
-            stores,
-            recorder,
-            metrics,
-            writes,
-            failures: Mutex::default(),
-            deletion_records: Queues::default(),
-        }
-    }
-
-    pub(super) fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+        Context { client, stores, recorder, metrics, writes, deletion_records: Queues::default() }
     }
 
     /// The status clocks; a Runner's goes when nothing in it matters any

@@ -1,6 +1,6 @@
 //! Wires the manager together: preflight, HTTP endpoints, leader election,
-//! the watches ([`super::watches`]), and the kube-runtime Controller that
-//! calls [`super::reconcile::reconcile`].
+//! the watches ([`super::watches`]), and the workers ([`super::workers`])
+//! that call [`super::reconcile::reconcile`] in the work queue's order.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use tracing::{info, warn};
 
@@ -21,7 +20,9 @@ use super::metrics::Metrics;
 use super::metrics_auth::MetricsAuth;
 use super::reconcile::{error_policy, reconcile};
 use super::server::{Phase, Readiness};
-use super::{preflight, presence, server, watches};
+use super::work_queue::Priority;
+use super::workers::{Trigger, Work};
+use super::{preflight, presence, server, watches, workers};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 
 /// How the manager runs.
@@ -208,7 +209,7 @@ async fn preflight_unless_stopped(
     }
 }
 
-/// Watches, caches and the Controller, until `stop` resolves; says why.
+/// Watches, caches and the workers, until `stop` resolves; says why.
 async fn reconcile_until(
     client: &Client,
     cfg: &Config,
@@ -217,11 +218,8 @@ async fn reconcile_until(
     stop: impl Future<Output = Stop> + Send + Sync + 'static,
 ) -> Stop {
     let lost_flag = Arc::new(AtomicBool::new(false));
-    // Raised when the run ends: reconciles still waiting for the caches
-    // give up then, or the Controller's graceful stop would wait on them
-    // for ever (a stop before the first sync drops the watches that would
-    // have synced them).
-    let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
+    // Raised when the run ends: the workers start no pass after it.
+    let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
     let stop = {
         let lost_flag = lost_flag.clone();
         async move {
@@ -229,6 +227,7 @@ async fn reconcile_until(
             let _ = stopping_tx.send(true);
         }
     };
+    tokio::spawn(stop);
 
     let w = watches::start(client, &cfg.namespaces);
     let reporter = Reporter { controller: MANAGER_NAME.into(), instance: Some(cfg.identity.clone()) };
@@ -236,57 +235,41 @@ async fn reconcile_until(
         client.clone(),
         w.stores.clone(),
         Recorder::new(client.clone(), reporter),
-        metrics,
+        metrics.clone(),
     ));
     readiness.set(Phase::Syncing);
-    let synced = announce_sync(w.stores.clone(), readiness.clone());
+    let synced = announce_sync(w.runners.clone(), w.stores.clone(), readiness.clone());
 
     info!(namespaces = %cfg.watched(), identity = %cfg.identity, "manager starting");
-    // No debounce here: a Runner's own changes go out at once; its children's
-    // events come debounced (`child_triggers`).
-    let config = controller::Config::default().concurrency(cfg.concurrency);
+    let resyncs = super::resync::resyncs(w.runners.clone()).map(|key| Work {
+        key,
+        priority: Priority::Low,
+        trigger: Trigger::Resync,
+    });
+    let work = futures::stream::select(w.work, resyncs).boxed();
     let mut grace = stopping.clone();
-    let resyncs = super::resync::resyncs(w.runners.clone());
-    let controller = Controller::for_stream(w.runner_events, w.runners)
-        .with_config(config)
-        .reconcile_on(w.child_triggers)
-        .reconcile_on(w.pod_triggers)
-        .reconcile_on(resyncs)
-        .graceful_shutdown_on(stop)
-        .run(
-            move |cached: Arc<watches::CachedRunner>, ctx: Arc<Context>| {
-                let (mut synced, mut stopping) = (synced.clone(), stopping.clone());
-                async move {
-                    let synced = async move { synced.wait_for(|v| *v).await.is_ok() };
-                    let stopping = async move { stopping.wait_for(|v| *v).await.is_ok() };
-                    tokio::select! {
-                        _ = synced => match cached.unpack() {
-                            Ok(runner) => reconcile(Arc::new(runner), ctx).await,
-                            Err(source) => Err(Error::Encode { what: "Runner", source }),
-                        },
-                        _ = stopping => Ok(Action::await_change()),
-                    }
-                }
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                match e {
-                    controller::Error::ReconcilerFailed(..) => {} // logged by error_policy
-                    other => warn!(error = %other, "controller event"),
-                }
-            }
-        });
-    // The Controller's graceful stop waits for the Runner store's first
-    // list, which never comes once a stop drops the watch before it: give
-    // in-flight passes a grace period, then drop them. With the Lease lost
+    let stopped = async move {
+        let _ = stopping.wait_for(|v| *v).await;
+    };
+    let pass = move |cached: Arc<watches::CachedRunner>| {
+        let ctx = ctx.clone();
+        async move {
+            let runner = cached.unpack().map_err(|source| Error::Encode { what: "Runner", source });
+            let runner = match runner {
+                Ok(runner) => Arc::new(runner),
+                Err(e) => return Err(error_policy(cached.as_ref(), &e, &ctx)),
+            };
+            reconcile(runner.clone(), ctx.clone()).await.map_err(|e| error_policy(runner.as_ref(), &e, &ctx))
+        }
+    };
+    let workers = workers::run(work, w.runners, usize::from(cfg.concurrency), synced, stopped, metrics, pass);
+    // The workers stop taking passes at the stop and wait for those in
+    // flight: give them a grace period, then drop them. With the Lease lost
     // there is no grace: a standby may take over when the renew deadline
     // has passed, and from then on every write of ours would race it.
     let lost = lost_flag.clone();
     tokio::select! {
-        _ = controller => {}
+        _ = workers => {}
         _ = async move {
             let _ = grace.wait_for(|v| *v).await;
             if !lost.load(Ordering::Relaxed) {
@@ -311,7 +294,7 @@ async fn serve_http(client: &Client, cfg: &Config, metrics: &Metrics, readiness:
     Ok(())
 }
 
-/// Why the Controller stops.
+/// Why the workers stop.
 #[derive(Debug, PartialEq)]
 enum Stop {
     Shutdown,
@@ -357,14 +340,23 @@ async fn lead(
     Some((stop, leadership))
 }
 
-/// Ready once every store has its first list; reconciles wait for it too.
+/// Ready once every store has its first list; passes wait for it too.
 /// One task is the stores' only waiter: a store's readiness wakes just the
 /// last future that polled it, so concurrent waiters on it (a reconcile per
 /// worker) could sleep forever when Runners exist at startup, and a
 /// shutdown would then wait on them. The watch channel wakes them all.
-fn announce_sync(stores: Stores, readiness: Readiness) -> tokio::sync::watch::Receiver<bool> {
+fn announce_sync(
+    runners: kube::runtime::reflector::Store<watches::CachedRunner>,
+    stores: Stores,
+    readiness: Readiness,
+) -> tokio::sync::watch::Receiver<bool> {
     let (synced_tx, synced) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
+        // The Runner store first: a pass finds its Runner there, and the
+        // store holds the first list's Runners only once it has ended.
+        if runners.wait_until_ready().await.is_err() {
+            return;
+        }
         for child in stores.children.iter() {
             child.synced().await;
         }

@@ -15,6 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 
 use super::status_write::Gate;
+use super::work_queue::Priority;
 use crate::api::Runner;
 
 /// How long a Runner's children must be quiet before their events bring a
@@ -46,21 +47,47 @@ pub enum Lane {
     Progress,
 }
 
+/// A child event of a Runner: in which lane, how urgent, of which kind.
+#[derive(Debug, Clone)]
+pub struct ChildEvent {
+    pub runner: ObjectRef<Runner>,
+    pub lane: Lane,
+    pub priority: Priority,
+    pub kind: &'static str,
+}
+
 /// Each Runner once its triggers have been quiet for [`CHILD_DEBOUNCE`],
 /// or [`CHILD_MAX_WAIT`] after the first of them; progress-only triggers
-/// after [`PROGRESS_WAIT`] and as `gate` says.
+/// after [`PROGRESS_WAIT`] and as `gate` says. The pass's event says what
+/// the merged ones were: the first kind, the most urgent priority, and the
+/// `Now` lane if any was.
 pub fn debounced(
-    triggers: impl futures::Stream<Item = (ObjectRef<Runner>, Lane)> + Send + 'static,
+    triggers: impl futures::Stream<Item = ChildEvent> + Send + 'static,
     gate: impl Fn(&ObjectRef<Runner>) -> Gate + Send + 'static,
-) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
+) -> impl futures::Stream<Item = ChildEvent> + Send + 'static {
     debounced_at_most(triggers, gate, CHILD_DEBOUNCE, CHILD_MAX_WAIT, PROGRESS_WAIT)
 }
 
-/// When a Runner's waiting triggers began, by lane.
+/// When a Runner's waiting triggers began, by lane, and what they were.
 #[derive(Default)]
 struct Waiting {
     now: Option<tokio::time::Instant>,
     progress: Option<tokio::time::Instant>,
+    event: Option<ChildEvent>,
+}
+
+impl Waiting {
+    fn merge(&mut self, e: &ChildEvent) {
+        match &mut self.event {
+            None => self.event = Some(e.clone()),
+            Some(w) => {
+                w.priority = w.priority.min(e.priority);
+                if e.lane == Lane::Now {
+                    w.lane = Lane::Now;
+                }
+            }
+        }
+    }
 }
 
 /// kube's debounced scheduler pushes a message back by `quiet` whenever it
@@ -70,18 +97,19 @@ struct Waiting {
 /// longer), less `quiet`, caps the wait; a trigger of the other lane merges
 /// with the pending one, the earlier time winning.
 fn debounced_at_most(
-    triggers: impl futures::Stream<Item = (ObjectRef<Runner>, Lane)> + Send + 'static,
+    triggers: impl futures::Stream<Item = ChildEvent> + Send + 'static,
     gate: impl Fn(&ObjectRef<Runner>) -> Gate + Send + 'static,
     quiet: Duration,
     max_wait: Duration,
     progress_wait: Duration,
-) -> impl futures::Stream<Item = ObjectRef<Runner>> + Send + 'static {
+) -> impl futures::Stream<Item = ChildEvent> + Send + 'static {
     type Pending = Arc<Mutex<HashMap<ObjectRef<Runner>, Waiting>>>;
     let pending: Pending = Pending::default();
     let waiting = pending.clone();
-    let requests = triggers.filter_map(move |(message, lane)| {
+    let requests = triggers.filter_map(move |event: ChildEvent| {
         let now = tokio::time::Instant::now();
-        let wait = match lane {
+        let message = event.runner.clone();
+        let wait = match event.lane {
             Lane::Now => None,
             Lane::Progress => match gate(&message) {
                 Gate::Covered => return ready(None),
@@ -90,6 +118,7 @@ fn debounced_at_most(
         };
         let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
         let w = waiting.entry(message.clone()).or_default();
+        w.merge(&event);
         let run_at = match wait {
             None => {
                 let first = *w.now.get_or_insert(now);
@@ -103,8 +132,9 @@ fn debounced_at_most(
         };
         ready(Some(ScheduleRequest { message, run_at }))
     });
-    debounced_scheduler(requests, quiet).inspect(move |message| {
-        pending.lock().unwrap_or_else(|e| e.into_inner()).remove(message);
+    debounced_scheduler(requests, quiet).filter_map(move |message| {
+        let waited = pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&message);
+        ready(waited.and_then(|w| w.event))
     })
 }
 
@@ -113,6 +143,23 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+
+    fn now_event(runner: ObjectRef<Runner>, priority: Priority) -> ChildEvent {
+        ChildEvent { runner, lane: Lane::Now, priority, kind: "Deployment" }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn merged_events_bring_the_first_kind_the_most_urgent_priority_and_the_now_lane() {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut passes = debounced(rx, open).boxed();
+        let web = ObjectRef::<Runner>::new("web").within("ns");
+        let progress = ChildEvent { lane: Lane::Progress, ..now_event(web.clone(), Priority::Low) };
+        tx.unbounded_send(progress).unwrap();
+        let service = ChildEvent { kind: "Service", ..now_event(web.clone(), Priority::High) };
+        tx.unbounded_send(service).unwrap();
+        let e = passes.next().await.expect("one pass");
+        assert_eq!((e.kind, e.priority, e.lane), ("Deployment", Priority::High, Lane::Now));
+    }
 
     /// A gate for a Runner never written: progress may go at once.
     fn open(_: &ObjectRef<Runner>) -> Gate {
@@ -123,7 +170,7 @@ mod tests {
     async fn child_events_closer_than_the_debounce_bring_one_pass_per_runner() {
         let runner = |name: &str| ObjectRef::<Runner>::new(name).within("ns");
         let (tx, rx) = futures::channel::mpsc::unbounded();
-        let mut passes = debounced(rx.map(|r| (r, Lane::Now)), open).boxed();
+        let mut passes = debounced(rx.map(|r| now_event(r, Priority::Low)), open).map(|e| e.runner).boxed();
         let start = Instant::now();
         for _ in 0..4 {
             tx.unbounded_send(runner("web")).unwrap();
@@ -142,7 +189,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_child_touched_without_pause_still_brings_a_pass_within_the_maximum_wait() {
         let (tx, rx) = futures::channel::mpsc::unbounded();
-        let mut passes = debounced(rx.map(|r| (r, Lane::Now)), open).boxed();
+        let mut passes = debounced(rx.map(|r| now_event(r, Priority::Low)), open).map(|e| e.runner).boxed();
         let start = tokio::time::Instant::now();
         let web = ObjectRef::<Runner>::new("web").within("ns");
         let writer = tokio::spawn(async move {
@@ -178,7 +225,8 @@ mod tests {
         gate: impl Fn(&ObjectRef<Runner>) -> Gate + Send + 'static,
     ) -> Vec<u128> {
         let (tx, rx) = futures::channel::mpsc::unbounded();
-        let mut passes = debounced(rx, gate).boxed();
+        let child_events = rx.map(|(r, lane)| ChildEvent { lane, ..now_event(r, Priority::Low) });
+        let mut passes = debounced(child_events, gate).boxed();
         let start = tokio::time::Instant::now();
         let sender = tokio::spawn(async move {
             for (at, lane) in events {

@@ -1,4 +1,6 @@
-//! Prometheus metrics of the manager, served on `--metrics-addr`.
+//! Prometheus metrics of the manager, served on `--metrics-addr`: ours
+//! (`runner_*`) and the work queue's ([`QueueMetrics`], named as
+//! controller-runtime's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+pub use super::queue_metrics::QueueMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
@@ -27,21 +31,31 @@ pub struct Metrics {
     pub errors: Family<ReasonLabel, Counter>,
     pub writes: Family<WriteLabel, Counter>,
     pub duration: Histogram,
+    /// Status patches by why the status changed ([`super::status_write::Reason`]).
+    pub status_writes: Family<ReasonLabel, Counter>,
+    pub queue: QueueMetrics,
     pub registry: Arc<Registry>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("runner");
+        let mut registry = Registry::default();
         let reconciles = Counter::default();
         let errors = Family::<ReasonLabel, Counter>::default();
         let writes = Family::<WriteLabel, Counter>::default();
+        let status_writes = Family::<ReasonLabel, Counter>::default();
         let duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
-        registry.register("reconciles", "Reconcile passes", reconciles.clone());
-        registry.register("reconcile_errors", "Failed reconcile passes by reason", errors.clone());
-        registry.register("writes", "API writes made by the reconciler, by operation", writes.clone());
-        registry.register("reconcile_duration_seconds", "Duration of one reconcile pass", duration.clone());
-        Metrics { reconciles, errors, writes, duration, registry: Arc::new(registry) }
+        registry.register("runner_reconciles", "Reconcile passes", reconciles.clone());
+        registry.register("runner_reconcile_errors", "Failed reconcile passes by reason", errors.clone());
+        registry.register("runner_writes", "API writes made by the reconciler, by operation", writes.clone());
+        registry.register("runner_status_writes", "Status patches by what changed", status_writes.clone());
+        registry.register(
+            "runner_reconcile_duration_seconds",
+            "Duration of one reconcile pass",
+            duration.clone(),
+        );
+        let queue = QueueMetrics::register(&mut registry);
+        Metrics { reconciles, errors, writes, duration, status_writes, queue, registry: Arc::new(registry) }
     }
 }
 
@@ -53,6 +67,12 @@ impl Metrics {
 
     pub fn error(&self, reason: String) {
         self.errors.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// A status patch, and why ([`super::status_write::Reason`]).
+    pub fn status_write(&self, reason: &str) {
+        self.write("patch_status");
+        self.status_writes.get_or_create(&ReasonLabel { reason: reason.to_string() }).inc();
     }
 
     pub fn write(&self, op: &str) {

@@ -3,9 +3,9 @@
 //!
 //! ```text
 //! watch Runners ──────┐ (trimmed)
-//! watch each kind ────┼─► Controller ─► reconcile: runner_step (pure)
-//!  (kinds::visit)     │     └─► per kind, together: child_step::decide (pure) ─► child_write ─► Facts
-//! watch Pods ─────────┘     └─► status (pure) ─► runner_patch
+//! watch each kind ────┼─► work_queue ─► workers ─► reconcile: runner_step (pure)
+//!  (kinds::visit)     │   (FIFO, 2 priorities)  └─► per kind, together: child_step::decide (pure) ─► child_write ─► Facts
+//! watch Pods ─────────┘                         └─► status (pure) ─► runner_patch
 //!   (only stuck ones kept: pod_problems)
 //!                 leader Lease, presence Lease, preflight (CRD + permissions), /metrics /healthz /readyz
 //! ```
@@ -25,6 +25,7 @@ pub mod pod_problems;
 pub mod pod_view;
 pub mod preflight;
 pub mod presence;
+pub mod queue_metrics;
 pub mod reconcile;
 pub mod relist;
 pub mod resync;
@@ -37,6 +38,8 @@ pub mod status;
 pub mod status_write;
 pub mod watches;
 pub mod webhook;
+pub mod work_queue;
+pub mod workers;
 
 pub use controller::{Config, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, run};
 pub use error::{Error, Result};
@@ -45,3 +48,5 @@ pub use error::{Error, Result};
 mod deletion_record_write_tests;
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod work_queue_tests;

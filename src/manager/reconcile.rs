@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
@@ -37,59 +36,57 @@ fn key(runner: &impl Resource) -> String {
     runner_key(&runner.namespace().unwrap_or_default(), &runner.name_any())
 }
 
-/// Entry point for the Controller. A pass that succeeds waits for a change
-/// or for its resync ([`super::resync`]), so a change the watches missed
-/// still converges.
-pub async fn reconcile(runner: Arc<Runner>, ctx: Arc<Context>) -> Result<Action> {
+/// What a pass that succeeded asks for: `None` waits for a change or the
+/// Runner's resync ([`super::resync`], so a change the watches missed
+/// still converges); `Some(d)` comes back after `d`.
+pub type Requeue = Option<Duration>;
+
+/// One pass over `runner` as the cache holds it.
+pub async fn reconcile(runner: Arc<Runner>, ctx: Arc<Context>) -> Result<Requeue> {
     let start = Instant::now();
     // Our last status patch, if the cache has not caught up with it.
     let (ns, name) = (runner.namespace().unwrap_or_default(), runner.name_any());
     let runner = ctx.stores.own_status.fresher(Some(runner.clone()), &ns, &name).unwrap_or(runner);
     let result = reconcile_inner(&runner, &ctx).await;
     ctx.metrics.observe(start.elapsed());
-    if result.is_ok() {
-        ctx.failures().remove(&key(runner.as_ref()));
-    }
     result
 }
 
-/// Retries a failed pass: soon after a conflict (re-read, never overwrite a
-/// newer spec), else with a per-Runner exponential backoff.
-pub fn error_policy(runner: Arc<impl Resource>, err: &Error, ctx: Arc<Context>) -> Action {
+/// When a failed pass is retried: soon after a conflict (re-read, never
+/// overwrite a newer spec: `Some(delay)`), else with the work queue's
+/// per-Runner exponential backoff (`None`).
+pub fn error_policy(runner: &impl Resource, err: &Error, ctx: &Context) -> Option<Duration> {
     ctx.metrics.error(err.metric_label());
     if err.is_conflict() {
         debug!(runner = %runner.name_any(), "conflict; requeue to re-read");
-        return Action::requeue(retry::CONFLICT);
+        return Some(retry::CONFLICT);
     }
-    let failures = {
-        let mut f = ctx.failures();
-        let n = f.entry(key(runner.as_ref())).or_default();
-        *n = n.saturating_add(1);
-        *n
-    };
-    let delay = retry::backoff(failures, rand::random());
-    warn!(runner = %runner.name_any(), namespace = ?runner.namespace(), error = %err, failures, retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
+    warn!(runner = %runner.name_any(), namespace = ?runner.namespace(), error = %err, "reconcile failed; retrying with backoff");
+    None
 }
 
-async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Action> {
+async fn reconcile_inner(runner: &Runner, ctx: &Context) -> Result<Requeue> {
     let ns = runner.namespace().unwrap_or_default();
     let api: Api<Runner> = Api::namespaced(ctx.client.clone(), &ns);
     match runner_step::decide(runner) {
-        RunnerStep::Ignore => Ok(Action::await_change()),
+        RunnerStep::Ignore => Ok(None),
         RunnerStep::Cleanup { orphan } => cleanup(runner, ctx, &api, orphan).await,
         RunnerStep::AddFinalizer => {
-            add_finalizer(&api, runner).await?;
+            // One trip for a create: the children are written in this pass,
+            // from the object the patch returned; its echo brings no pass
+            // (the Runner watch knows it as our own write).
+            let mut ours = add_finalizer(&api, runner).await?;
             ctx.metrics.write("add_finalizer");
-            // The update event brings the next pass.
-            Ok(Action::await_change())
+            crate::kinds::trim::runner(&mut ours);
+            ctx.stores.own_status.wrote(ours.clone());
+            converge(&ours, ctx, &api).await
         }
         RunnerStep::Converge => converge(runner, ctx, &api).await,
     }
 }
 
 /// Each child kind brought to the spec, then the status.
-async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Action> {
+async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<Requeue> {
     let mut seen = Observed::default();
     // Children of one Runner are independent objects: their writes go out
     // together, so a change that touches two costs one round trip, not two.
@@ -125,7 +122,7 @@ async fn converge(runner: &Runner, ctx: &Context, api: &Api<Runner>) -> Result<A
         return Err(Error::ChildRejected { runner: key(runner), message: message.clone() });
     }
     let recheck = (!seen.refused.is_empty()).then_some(REFUSED_RECHECK);
-    Ok(due.into_iter().chain(recheck).min().map_or_else(Action::await_change, Action::requeue))
+    Ok(due.into_iter().chain(recheck).min())
 }
 
 /// Writes the status when [`status_write::when`] says so; returns when a
@@ -150,8 +147,9 @@ async fn write_status(
         When::After(due) => Ok(Some(due)),
         When::Now => {
             announce_refusal(ctx, runner, &new).await;
+            let reason = status_write::reason(runner.status.as_ref(), &new);
             let mut stored = patch_status(api, runner, &new).await?;
-            ctx.metrics.write("patch_status");
+            ctx.metrics.status_write(reason.as_str());
             crate::kinds::trim::runner(&mut stored);
             ctx.stores.own_status.wrote(stored);
             let mut clocks = ctx.status_clocks();
@@ -168,7 +166,7 @@ async fn write_status(
 /// (and only ours) and record an Event naming what went. No polling: a
 /// child that is still finalizing sends a delete event that brings the
 /// next pass. With `orphan` the garbage collector detaches the children.
-async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool) -> Result<Action> {
+async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool) -> Result<Requeue> {
     let mut orphan = orphan;
     if !orphan {
         let (mut pending, mut orphaned) = (false, false);
@@ -181,7 +179,7 @@ async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool
         }
         if pending {
             show_terminating(ctx, runner, api).await;
-            return Ok(Action::await_change());
+            return Ok(None);
         }
         // The garbage collector lifted its `orphan` finalizer before this
         // pass: the children it detached say how the Runner went.
@@ -202,7 +200,7 @@ async fn cleanup(runner: &Runner, ctx: &Context, api: &Api<Runner>, orphan: bool
     // After the finalizer: a retried removal must not record a second Event.
     publish(ctx, runner, EventType::Normal, "Deleted", "Cleanup", note).await;
     info!(runner = %runner.name_any(), namespace = ?runner.namespace(), orphan, "finalizer removed");
-    Ok(Action::await_change())
+    Ok(None)
 }
 
 /// Best effort: a failed Terminating display must not block cleanup.
@@ -216,7 +214,7 @@ async fn show_terminating(ctx: &Context, runner: &Runner, api: &Api<Runner>) {
     if let Ok(mut stored) = patch_status(api, runner, &s).await {
         crate::kinds::trim::runner(&mut stored);
         ctx.stores.own_status.wrote(stored);
-        ctx.metrics.write("patch_status");
+        ctx.metrics.status_write("terminating");
     }
 }
 

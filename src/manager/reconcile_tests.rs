@@ -49,17 +49,20 @@ pub(super) async fn expect(handle: &mut Handle, method: &str, path_prefix: &str,
 }
 
 #[tokio::test]
-async fn a_runner_without_the_finalizer_gets_exactly_one_patch_adding_it() {
+async fn a_new_runner_gets_its_finalizer_then_its_children_and_status_in_the_same_pass() {
     let (ctx, mut handle) = context();
     let r = runner(None, false);
     let r_version = r.metadata.resource_version.clone();
-    let reply = serde_json::to_value(&r).unwrap();
-    let task = tokio::spawn(reconcile(Arc::new(r), ctx));
+    let mut ours = r.clone();
+    ours.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    ours.metadata.resource_version = Some("8".into());
+    let reply = serde_json::to_value(&ours).unwrap();
+    let task = tokio::spawn(reconcile(Arc::new(r), ctx.clone()));
     let body = expect(
         &mut handle,
         "PATCH",
         "/apis/lab.cloudlab.training/v1beta1/namespaces/team/runners/web",
-        reply,
+        reply.clone(),
     )
     .await;
     // Guarded: a list someone else added since our read is never replaced.
@@ -70,10 +73,27 @@ async fn a_runner_without_the_finalizer_gets_exactly_one_patch_adding_it() {
             { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
         ])
     );
+    // One trip: the children (two replicas: a PodDisruptionBudget too) and
+    // the status follow from the object the patch returned.
+    let seen = answer_each(&mut handle, 4, |_, path| {
+        if path.ends_with("/status") {
+            (200, reply.clone())
+        } else {
+            (200, json!({ "metadata": { "name": "web" } }))
+        }
+    })
+    .await;
+    let paths: Vec<&str> = seen.iter().map(|(_, p, _)| p.as_str()).collect();
+    for kind in ["deployments/web", "services/web", "poddisruptionbudgets/web"] {
+        assert!(paths.iter().any(|p| p.ends_with(kind)), "{kind} written: {paths:?}");
+    }
+    assert!(paths[3].ends_with("runners/web/status"), "the status last: {paths:?}");
     task.await.unwrap().expect("reconcile ok");
-    // No other request: the next pass comes from the update event.
     let next = tokio::time::timeout(std::time::Duration::from_millis(100), handle.next_request()).await;
-    assert!(matches!(next, Err(_) | Ok(None)), "an unexpected second request");
+    assert!(matches!(next, Err(_) | Ok(None)), "an unexpected request after the status");
+    // The finalizer's echo is known as our own write: it brings no pass.
+    let kept = ctx.stores.own_status.fresher(None, "team", "web").expect("our writes are kept");
+    assert_eq!(kept.metadata.finalizers.as_deref(), Some(&[FINALIZER.to_string()][..]));
 }
 
 #[tokio::test]
@@ -171,7 +191,7 @@ async fn cleanup_deletes_each_child_once_in_the_background_and_never_polls() {
     let event = expect(&mut handle, "POST", "/apis/events.k8s.io/v1/namespaces/team/events", json!({})).await;
     assert_eq!(event["reason"], "Deleted");
     let action = task.await.unwrap().expect("reconcile ok");
-    assert_eq!(action, kube::runtime::controller::Action::await_change(), "no polling");
+    assert_eq!(action, None, "no polling");
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! one-second tick walks the Runner store for the slot's Runners: passes
 //! are spread evenly, never a herd, and the manager keeps no timer per
 //! Runner. A pass that ended with `requeue(resync)` instead kept an entry
-//! in the Controller's scheduler for every settled Runner, about half a
+//! in the work queue's delays for every settled Runner, about half a
 //! kilobyte each (two copies of its reference with name, namespace, UID
 //! and resourceVersion), 5 MiB at 10,000 Runners.
 

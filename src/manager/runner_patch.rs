@@ -14,8 +14,9 @@ use crate::error::FromApi;
 /// Adds our finalizer. With no list yet, `add /metadata/finalizers` would
 /// replace a list someone else created since our read: the
 /// resourceVersion guards it. With a list, the list itself is the guard.
-pub async fn add_finalizer(api: &Api<Runner>, runner: &Runner) -> Result<()> {
-    json_patch(api, runner, add_finalizer_ops(runner), "add the finalizer to", false).await.map(drop)
+/// Adds our finalizer; the Runner as the apiserver stored it.
+pub async fn add_finalizer(api: &Api<Runner>, runner: &Runner) -> Result<Runner> {
+    json_patch(api, runner, add_finalizer_ops(runner), "add the finalizer to", false).await
 }
 
 fn add_finalizer_ops(runner: &Runner) -> Value {

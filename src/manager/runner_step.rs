@@ -13,8 +13,8 @@ pub enum RunnerStep {
     /// Being deleted with our finalizer: remove the children (unless the
     /// garbage collector orphans them), then the finalizer.
     Cleanup { orphan: bool },
-    /// Not yet ours: add the finalizer first; its update event brings the
-    /// next pass.
+    /// Not yet ours: add the finalizer first, then converge in the same
+    /// pass on the object the patch returned (a create is one trip).
     AddFinalizer,
     /// Bring the children to the spec and report the status.
     Converge,

@@ -139,6 +139,58 @@ pub fn when(old: Option<&RunnerStatus>, new: &RunnerStatus, clock: &Clock, now: 
     }
 }
 
+/// Why a status is written: the `reason` label of
+/// `runner_status_writes_total`, the most telling change first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The Runner's first status.
+    First,
+    /// A new generation observed.
+    ObservedGeneration,
+    /// The phase or the Ready condition changed.
+    Ready,
+    /// Another condition's status or reason (ChildrenOwned, ...).
+    Condition,
+    /// Counts or message only: progress.
+    Progress,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::First => "first",
+            Reason::ObservedGeneration => "observed_generation",
+            Reason::Ready => "ready",
+            Reason::Condition => "condition",
+            Reason::Progress => "progress",
+        }
+    }
+}
+
+/// Pure: why `new` is written over `old`.
+pub fn reason(old: Option<&RunnerStatus>, new: &RunnerStatus) -> Reason {
+    let Some(old) = old else { return Reason::First };
+    let verdict = |s: &RunnerStatus, ready: bool| {
+        let mut v: Vec<_> = s
+            .conditions
+            .iter()
+            .filter(|c| (c.type_ == crate::api::condition::READY) == ready)
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    if old.observed_generation != new.observed_generation {
+        Reason::ObservedGeneration
+    } else if old.phase != new.phase || verdict(old, true) != verdict(new, true) {
+        Reason::Ready
+    } else if verdict(old, false) != verdict(new, false) {
+        Reason::Condition
+    } else {
+        Reason::Progress
+    }
+}
+
 /// A change a reader acts on, as opposed to progress within one.
 fn milestone(old: &RunnerStatus, new: &RunnerStatus) -> bool {
     let verdicts = |s: &RunnerStatus| {
@@ -158,6 +210,30 @@ mod tests {
 
     use super::*;
     use crate::api::{Phase, condition};
+
+    #[test]
+    fn a_write_is_counted_under_its_most_telling_change() {
+        let rolling = |g, n| status(g, Phase::Progressing, n, "RollingOut");
+        let mut owned = rolling(1, 1);
+        owned.conditions.push(Condition {
+            type_: condition::CHILDREN_OWNED.into(),
+            status: "False".into(),
+            reason: condition::REASON_ADOPTION_REFUSED.into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: Time(Default::default()),
+        });
+        let rows = [
+            ("first", None, rolling(1, 0), Reason::First),
+            ("new generation", Some(rolling(1, 2)), rolling(2, 2), Reason::ObservedGeneration),
+            ("available", Some(rolling(1, 2)), status(1, Phase::Available, 2, "Available"), Reason::Ready),
+            ("refused child", Some(rolling(1, 1)), owned, Reason::Condition),
+            ("counts", Some(rolling(1, 1)), rolling(1, 2), Reason::Progress),
+        ];
+        for (what, old, new, want) in rows {
+            assert_eq!(reason(old.as_ref(), &new), want, "{what}");
+        }
+    }
 
     fn status(generation: i64, phase: Phase, ready: i32, reason: &str) -> RunnerStatus {
         RunnerStatus {

@@ -2,12 +2,15 @@
 //! lean views or trimmed; one per kind of [`crate::kinds::visit`]), the
 //! Runner stream with the events that need a pass, and the Pod problem
 //! view. Each watch retries on its own ([`WatchBackoff`]); errors never
-//! reach the Controller. Given several namespaces, each kind has one watch
-//! per namespace and still one store ([`Merge`]).
+//! reach the passes. Given several namespaces, each kind has one watch per
+//! namespace and still one store ([`Merge`]). What needs a pass comes out
+//! as [`Work`]: a Runner, how urgent ([`Priority`]) and why ([`Trigger`]).
 
 use futures::stream::BoxStream;
 use std::sync::Arc;
 use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use futures::future::ready;
 use futures::{StreamExt, stream};
@@ -18,35 +21,33 @@ use tracing::warn;
 
 use super::child_cache::{Cache, ChildCache};
 use super::context::{Stores, runner_key};
-use super::debounce::{Lane, debounced};
+use super::debounce::{ChildEvent, Lane, debounced};
 use super::own_writes::{Recent, Seen};
 use super::pod_problems::PodProblems;
 use super::pod_view::PodView;
 use super::relist::{self, Merge};
 use super::retry::WatchBackoff;
 use super::status_write::Clocks;
+use super::work_queue::Priority;
+use super::workers::{Trigger, Work};
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
 use crate::kinds::packed::{Dictionary, Packed};
 use crate::kinds::{self, ChildKind, trim};
 
-type Events<K> = BoxStream<'static, Result<K, watcher::Error>>;
-
-/// A Runner as the Controller caches it: trimmed ([`trim::runner`]) and
+/// A Runner as the manager caches it: trimmed ([`trim::runner`]) and
 /// packed, about 2.0 KB typed against 1.6 KB packed; a pass unpacks the one
 /// it reconciles.
 pub type CachedRunner = Packed<Runner>;
 
-/// Every watch the Controller is fed, and the stores they fill.
+/// Every watch, the stores they fill, and the work they find.
 pub struct Watches {
     pub stores: Stores,
     pub runners: Store<CachedRunner>,
-    pub runner_events: Events<CachedRunner>,
-    /// Runners whose children changed in what a pass reads, debounced
-    /// ([`super::debounce`]). Polling it keeps the children's stores filled.
-    pub child_triggers: BoxStream<'static, ObjectRef<CachedRunner>>,
-    /// Runners whose reported Pod problem changed.
-    pub pod_triggers: BoxStream<'static, ObjectRef<CachedRunner>>,
+    /// The Runners that need a pass: their own changes, their children's
+    /// (debounced, [`super::debounce``]), their Pods' problems. Polling it
+    /// keeps every store filled.
+    pub work: BoxStream<'static, Work>,
 }
 
 /// Objects per page of a watch's initial list: the largest transient
@@ -56,19 +57,33 @@ const LIST_PAGE: u32 = 100;
 /// Whether a Runner event needs a pass: a new Runner, or a change of its
 /// spec (generation), its deletion or its finalizers. Status-only updates
 /// (our own writes) do not; the store still takes them, so the next pass
-/// compares against them. Judged against the store before it takes the
-/// event, so unlike kube's `predicate_filter` no second map of every Runner
-/// is kept (about 280 bytes per Runner).
-fn runner_changed(before: Option<&CachedRunner>, now: &CachedRunner) -> bool {
-    fn key(r: &CachedRunner) -> (Option<&str>, Option<i64>, bool, Option<&[String]>) {
-        let m = kube::Resource::meta(r);
+/// compares against them. Judged against what the manager last knew of it
+/// (the store before it takes the event, or our own write's answer when
+/// that is newer: the echo of our finalizer is no change), so unlike kube's
+/// `predicate_filter` no second map of every Runner is kept (about 280
+/// bytes per Runner).
+fn runner_changed(before: Option<&ObjectMeta>, now: &ObjectMeta) -> bool {
+    fn key(m: &ObjectMeta) -> (Option<&str>, Option<i64>, bool, Option<&[String]>) {
         (m.uid.as_deref(), m.generation, m.deletion_timestamp.is_some(), m.finalizers.as_deref())
     }
     before.is_none_or(|b| key(b) != key(now))
 }
 
+/// How urgent a child event is: its deletion, or an edit (a new generation,
+/// other labels or owners) is someone's change; a status that moved is the
+/// child's progress.
+fn child_priority(before: Option<&ObjectMeta>, now: &ObjectMeta) -> Priority {
+    let edited = |b: &ObjectMeta| {
+        b.generation.is_none()
+            || b.generation != now.generation
+            || b.labels != now.labels
+            || b.owner_references != now.owner_references
+    };
+    if before.is_none_or(edited) { Priority::High } else { Priority::Low }
+}
+
 /// A watch's errors, logged and dropped after its own backoff. Passed on,
-/// they would reach the Controller's one backoff for all its triggers: each
+/// they would reach kube's Controller's one backoff for all its triggers: each
 /// watch's `410 Expired` after an apiserver restart would pause every
 /// trigger for up to 30 s, one after the other, and Runners created in the
 /// meantime would wait minutes for their first pass.
@@ -99,7 +114,8 @@ fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>>
 /// older than it ([`Recent::observe`]), not for an update that changes
 /// nothing the cache keeps (a pass reads only that), and not for the first
 /// list (the Runners' own first list brings every pass). An update that is
-/// progress only ([`ChildKind::progress_only`]) goes in the progress lane.
+/// progress only ([`ChildKind::progress_only`]) goes in the progress lane;
+/// each event is as urgent as [`child_priority`] says.
 fn reflect_and_wake<V>(
     what: &'static str,
     events: impl futures::Stream<Item = Result<watcher::Event<Packed<V>>, watcher::Error>> + Send + 'static,
@@ -107,7 +123,7 @@ fn reflect_and_wake<V>(
     store: Store<Packed<V>>,
     recent: Arc<Recent<Packed<V>>>,
     progress_only: fn(&Packed<V>, &Packed<V>) -> bool,
-) -> BoxStream<'static, (ObjectRef<Runner>, Lane)>
+) -> BoxStream<'static, ChildEvent>
 where
     V: kube::Resource<DynamicType = ()>
         + serde::Serialize
@@ -123,20 +139,27 @@ where
                     Seen::Echo | Seen::Older => None,
                     Seen::Unknown | Seen::Newer => match store.get(&ObjectRef::from_obj(obj)) {
                         Some(b) if b.same_reads(obj) => None,
-                        Some(b) if progress_only(&b, obj) => Some((obj.clone(), Lane::Progress)),
-                        _ => Some((obj.clone(), Lane::Now)),
+                        Some(b) if progress_only(&b, obj) => {
+                            Some((obj.clone(), Lane::Progress, Priority::Low))
+                        }
+                        b => {
+                            let before = b.as_deref().map(kube::Resource::meta);
+                            Some((obj.clone(), Lane::Now, child_priority(before, kube::Resource::meta(obj))))
+                        }
                     },
                 },
                 Ok(watcher::Event::Delete(obj)) => {
                     recent.forget(obj);
-                    Some((obj.clone(), Lane::Now))
+                    Some((obj.clone(), Lane::Now, Priority::High))
                 }
                 _ => None,
             };
             if let Ok(event) = &event {
                 writer.apply_watcher_event(event);
             }
-            ready(wake.and_then(|(obj, lane)| Some((runner_of_same_name(obj)?, lane))))
+            ready(wake.and_then(|(obj, lane, priority)| {
+                Some(ChildEvent { runner: runner_of_same_name(obj)?, lane, priority, kind: what })
+            }))
         })
         .boxed()
 }
@@ -167,7 +190,7 @@ struct ChildWatches<'a> {
     client: &'a Client,
     namespaces: &'a [String],
     caches: Vec<Box<dyn ChildCache>>,
-    triggers: Vec<BoxStream<'static, (ObjectRef<Runner>, Lane)>>,
+    triggers: Vec<BoxStream<'static, ChildEvent>>,
 }
 
 impl kinds::Visitor for ChildWatches<'_> {
@@ -188,7 +211,7 @@ impl kinds::Visitor for ChildWatches<'_> {
     }
 }
 
-/// Starts every watch (lazily: they run when the Controller polls them), in
+/// Starts every watch (lazily: they run when the workers poll them), in
 /// each of `namespaces` (none: all namespaces).
 pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     let mut children = ChildWatches { client, namespaces, caches: Vec::new(), triggers: Vec::new() };
@@ -205,12 +228,24 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
     };
     let seen = own_status.clone();
     let (store, mut writer) = (runners.clone(), runner_w);
-    let runner_stream = merged_watches(client, namespaces, config, trim::runner, packed, &runners)
-        .filter_map(move |event| {
-            let pass = match &event {
+    let runner_work =
+        merged_watches(client, namespaces, config, trim::runner, packed, &runners).filter_map(move |event| {
+            let work = match &event {
                 Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => {
-                    let _ = seen.observe(r);
-                    runner_changed(store.get(&ObjectRef::from_obj(r)).as_deref(), r).then(|| r.clone())
+                    let meta = kube::Resource::meta(r);
+                    let ns = meta.namespace.as_deref().unwrap_or_default();
+                    let ours = seen.fresher(None, ns, meta.name.as_deref().unwrap_or_default());
+                    let cached = store.get(&ObjectRef::from_obj(r));
+                    let before = match seen.observe(r) {
+                        Seen::Echo | Seen::Older => ours.as_deref().map(kube::Resource::meta).cloned(),
+                        Seen::Unknown | Seen::Newer => cached.as_deref().map(kube::Resource::meta).cloned(),
+                    };
+                    let listed = matches!(event, Ok(watcher::Event::InitApply(_)));
+                    runner_changed(before.as_ref(), meta).then(|| Work {
+                        key: ObjectRef::from_obj(r),
+                        priority: if listed { Priority::Low } else { Priority::High },
+                        trigger: if listed { Trigger::RunnerListed } else { Trigger::RunnerChange },
+                    })
                 }
                 Ok(watcher::Event::Delete(r)) => {
                     seen.forget(r);
@@ -218,11 +253,11 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
                 }
                 _ => None,
             };
-            match event {
-                Ok(event) => writer.apply_watcher_event(&event),
-                Err(e) => return ready(Some(Err(e))),
+            match &event {
+                Ok(event) => writer.apply_watcher_event(event),
+                Err(e) => log_watch_error("Runner", e),
             }
-            ready(pass.map(Ok))
+            ready(work)
         });
     // Pods are not cached: only stuck ones are remembered, and only a change
     // in what a Runner would report triggers its pass.
@@ -244,16 +279,24 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
             })
             .boxed()
     }));
+    let child_work = debounced(stream::select_all(children.triggers), gate).map(|woken| Work {
+        key: cached(woken.runner),
+        priority: woken.priority,
+        trigger: match woken.lane {
+            Lane::Now => Trigger::Child(woken.kind),
+            Lane::Progress => Trigger::ChildProgress(woken.kind),
+        },
+    });
+    let pod_work =
+        pod_triggers.map(|r| Work { key: cached(r), priority: Priority::Low, trigger: Trigger::Pod });
     Watches {
         stores: Stores { children: children.caches.into(), pods, own_status, status_clocks: clocks },
         runners,
-        runner_events: without_errors("Runner", runner_stream).boxed(),
-        child_triggers: debounced(stream::select_all(children.triggers), gate).map(cached).boxed(),
-        pod_triggers: pod_triggers.map(cached).boxed(),
+        work: stream::select_all([runner_work.boxed(), child_work.boxed(), pod_work.boxed()]).boxed(),
     }
 }
 
-/// The Controller's key for a Runner.
+/// The key of a Runner's pass.
 fn cached(r: ObjectRef<Runner>) -> ObjectRef<CachedRunner> {
     r.into_kind_unchecked(())
 }
@@ -336,19 +379,39 @@ mod tests {
 
     #[test]
     fn a_runner_needs_a_pass_when_new_or_its_spec_deletion_or_finalizers_change() {
-        let now = cached("u1", 1, |_| {});
-        assert!(runner_changed(None, &now), "new");
-        let status_only = cached("u1", 1, |r| r.status = Some(Default::default()));
-        assert!(!runner_changed(Some(&now), &status_only), "our own status write");
-        assert!(runner_changed(Some(&now), &cached("u1", 2, |_| {})), "spec");
-        assert!(runner_changed(Some(&now), &cached("u2", 1, |_| {})), "deleted and created again");
-        let finalizer = |r: &mut Runner| r.metadata.finalizers = Some(vec!["x".into()]);
-        assert!(runner_changed(Some(&now), &cached("u1", 1, finalizer)), "finalizers");
+        let meta = |r: CachedRunner| kube::Resource::meta(&r).clone();
+        let base = meta(cached("u1", 1, |_| {}));
+        let changed = |after: CachedRunner| runner_changed(Some(&base), &meta(after));
+        assert!(runner_changed(None, &base), "new");
+        assert!(!changed(cached("u1", 1, |r| r.status = Some(Default::default()))), "our own status write");
+        assert!(changed(cached("u1", 2, |_| {})), "spec");
+        assert!(changed(cached("u2", 1, |_| {})), "deleted and created again");
+        assert!(changed(cached("u1", 1, |r| r.metadata.finalizers = Some(vec!["x".into()]))), "finalizers");
         let deleting = |r: &mut Runner| {
             r.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ))
         };
-        assert!(runner_changed(Some(&now), &cached("u1", 1, deleting)), "deletion");
+        assert!(changed(cached("u1", 1, deleting)), "deletion");
+    }
+
+    #[test]
+    fn a_child_edited_or_new_is_urgent_and_its_status_moving_is_not() {
+        let meta = |generation: Option<i64>, label: &str| ObjectMeta {
+            generation,
+            labels: Some([("team".to_string(), label.to_string())].into()),
+            ..Default::default()
+        };
+        let before = meta(Some(3), "a");
+        let rows = [
+            ("status only", Some(meta(Some(3), "a")), meta(Some(3), "a"), Priority::Low),
+            ("spec edited", Some(before.clone()), meta(Some(4), "a"), Priority::High),
+            ("labels edited", Some(before.clone()), meta(Some(3), "b"), Priority::High),
+            ("not cached before", None, meta(Some(3), "a"), Priority::High),
+            ("a kind without generations", Some(meta(None, "a")), meta(None, "a"), Priority::High),
+        ];
+        for (what, before, now, want) in rows {
+            assert_eq!(child_priority(before.as_ref(), &now), want, "{what}");
+        }
     }
 }

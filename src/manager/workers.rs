@@ -1,0 +1,234 @@
+//! Runs the passes: takes what the watches say needs a pass ([`Work`]),
+//! queues it in the manager's own work queue ([`super::work_queue`]: FIFO,
+//! two priorities, no starvation), and keeps up to `--concurrency` passes
+//! in flight, each on the Runner as the cache holds it. It replaces
+//! kube-runtime's Controller, whose scheduler takes the next key from a
+//! hash set (see docs/design.md, "The work queue").
+//!
+//! One task owns the queue: the sources, the passes' ends and the timers
+//! of delayed keys are polled together, so the queue needs no lock.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{BoxStream, FuturesUnordered};
+use futures::{FutureExt, StreamExt};
+
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::metrics::Metrics;
+use super::watches::CachedRunner;
+use super::work_queue::{Next, Priority, Queue};
+
+/// The key of a Runner's pass.
+pub type Key = ObjectRef<CachedRunner>;
+
+/// What made a Runner need a pass: the `trigger` (and `kind`) labels of
+/// `runner_passes_total`, so a bench names what its passes were for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    /// A new Runner, or a new generation, deletion or finalizer of one.
+    RunnerChange,
+    /// The manager's first list of the Runners (its start).
+    RunnerListed,
+    /// A child edited or deleted by another hand, or a milestone of it.
+    Child(&'static str),
+    /// Only a child's progress (a rollout's counts).
+    ChildProgress(&'static str),
+    /// A Pod problem appeared, changed or went.
+    Pod,
+    /// The periodic resync ([`super::resync`]).
+    Resync,
+    /// A pass asked to come back (a deferred status write, a refused child).
+    Requeue,
+    /// A failed pass, retried with backoff.
+    Retry,
+}
+
+impl Trigger {
+    /// (`trigger`, `kind`) label values; `kind` is empty but for children.
+    pub fn labels(self) -> (&'static str, &'static str) {
+        match self {
+            Trigger::RunnerChange => ("runner_change", ""),
+            Trigger::RunnerListed => ("runner_listed", ""),
+            Trigger::Child(kind) => ("child_event", kind),
+            Trigger::ChildProgress(kind) => ("child_progress", kind),
+            Trigger::Pod => ("pod", ""),
+            Trigger::Resync => ("resync", ""),
+            Trigger::Requeue => ("requeue", ""),
+            Trigger::Retry => ("retry", ""),
+        }
+    }
+}
+
+/// A Runner that needs a pass, how urgently, and why.
+#[derive(Debug, Clone)]
+pub struct Work {
+    pub key: Key,
+    pub priority: Priority,
+    pub trigger: Trigger,
+}
+
+/// How a pass ended, for the queue: `None` waits for a change, `Some(d)`
+/// comes back after `d`; an error is retried with the queue's backoff, or
+/// after the delay it names (a conflict: the cache catches up first).
+pub type Outcome = Result<Option<Duration>, Option<Duration>>;
+
+/// How often the queue's gauges are refreshed (depth is exact at each
+/// change; the time-based ones are sampled).
+const GAUGE_TICK: Duration = Duration::from_secs(1);
+
+/// Runs passes until `stop` resolves and the passes in flight have ended.
+/// No pass starts before `synced` turns true (the caches' first lists);
+/// work that arrives meanwhile is queued in order.
+pub async fn run<P, F>(
+    sources: BoxStream<'static, Work>,
+    store: Store<CachedRunner>,
+    concurrency: usize,
+    mut synced: tokio::sync::watch::Receiver<bool>,
+    stop: impl Future<Output = ()>,
+    metrics: Metrics,
+    pass: P,
+) where
+    P: Fn(Arc<CachedRunner>) -> F + Send,
+    F: Future<Output = Outcome> + Send + 'static,
+{
+    let mut queue: Queue<Key, Trigger> = Queue::new(|n| super::retry::backoff(n, rand::random()));
+    let mut in_flight = FuturesUnordered::new();
+    let mut sources = sources.fuse();
+    let mut stop = pin!(stop.fuse());
+    let mut stopping = false;
+    let mut gauges = tokio::time::interval(GAUGE_TICK);
+    loop {
+        let now = Instant::now();
+        queue.release_due(now);
+        let ready = *synced.borrow();
+        while ready && !stopping && in_flight.len() < concurrency {
+            let Some(start) = queue.start(now) else { break };
+            let Some(runner) = store.get(&start.key) else {
+                // Deleted since it was queued: nothing to do, nothing to keep.
+                queue.done(&start.key, Next::Done, now);
+                queue.forget(&start.key);
+                continue;
+            };
+            metrics.queue.started(start.priority, start.waited, start.tag);
+            let key = start.key;
+            let running = pass(runner);
+            in_flight.push(async move { (key, running.await) });
+        }
+        metrics.queue.depth(&queue);
+        if stopping && in_flight.is_empty() {
+            return;
+        }
+        let due = queue.next_due().map(tokio::time::Instant::from_std);
+        tokio::select! {
+            work = sources.next(), if !stopping => match work {
+                Some(w) => {
+                    if queue.add(w.key, w.priority, w.trigger, Instant::now()) {
+                        metrics.queue.added();
+                    }
+                }
+                None => stopping = true,
+            },
+            Some((key, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
+                let next = match outcome {
+                    Ok(None) => Next::Done,
+                    Ok(Some(after)) => Next::After(after, Trigger::Requeue),
+                    Err(Some(after)) => Next::After(after, Trigger::Retry),
+                    Err(None) => Next::Backoff(Trigger::Retry),
+                };
+                if let Some((worked, _)) = queue.done(&key, next, Instant::now()) {
+                    metrics.queue.done(worked, outcome.is_err());
+                }
+            }
+            _ = sleep_until(due), if due.is_some() => {}
+            changed = synced.changed(), if !ready => {
+                if changed.is_err() {
+                    stopping = true;
+                }
+            }
+            _ = gauges.tick() => metrics.queue.sample(&queue, Instant::now()),
+            () = &mut stop, if !stopping => stopping = true,
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Runner, RunnerSpec};
+    use crate::kinds::packed::Packed;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use std::sync::Mutex;
+
+    fn store_of(names: &[&str]) -> Store<CachedRunner> {
+        let (store, mut writer) = reflector::store::<CachedRunner>();
+        for n in names {
+            let mut r = Runner::new(n, RunnerSpec::new("nginx:1"));
+            r.metadata.namespace = Some("ns".into());
+            r.metadata.uid = Some(format!("uid-{n}"));
+            writer.apply_watcher_event(&Event::Apply(Packed::pack(r).unwrap()));
+        }
+        store
+    }
+
+    fn work(name: &str, priority: Priority) -> Work {
+        Work { key: ObjectRef::new(name).within("ns"), priority, trigger: Trigger::RunnerChange }
+    }
+
+    /// With one pass at a time and every key queued before the caches
+    /// synced, passes run in queue order: High first, FIFO within each.
+    #[tokio::test]
+    async fn passes_start_after_the_sync_in_queue_order_one_at_a_time() {
+        let names = ["a", "b", "c", "d"];
+        let store = store_of(&names);
+        let items = vec![
+            work("a", Priority::Low),
+            work("b", Priority::High),
+            work("c", Priority::Low),
+            work("d", Priority::High),
+            work("gone", Priority::High),
+        ];
+        let (synced_tx, synced) = tokio::sync::watch::channel(false);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let seen = order.clone();
+        let sources = futures::stream::iter(items).chain(futures::stream::pending()).boxed();
+        let runner = tokio::spawn(run(
+            sources,
+            store,
+            1,
+            synced,
+            async move {
+                let _ = stop_rx.await;
+            },
+            Metrics::default(),
+            move |r: Arc<CachedRunner>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(kube::Resource::meta(r.as_ref()).name.clone().unwrap());
+                    Ok(None)
+                }
+            },
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(order.lock().unwrap().is_empty(), "nothing before the caches synced");
+        synced_tx.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // One Low in every LOW_EVERY starts while Low waits: b, d are High,
+        // then a and c (the fourth start would be Low's turn anyway).
+        assert_eq!(*order.lock().unwrap(), ["b", "d", "a", "c"]);
+        stop_tx.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), runner).await.expect("stops").unwrap();
+    }
+}
