@@ -44,6 +44,7 @@ pub mod manifests;
 pub mod migrate;
 pub mod ownership;
 pub mod pod_admission;
+pub mod queue_note;
 pub mod rbac;
 pub mod revert;
 pub mod rollout;

@@ -52,6 +52,20 @@ pub const PRESENCE_NAMESPACES: &str = "lab.cloudlab.training/watch-namespaces";
 /// Presence Lease annotation: "true" when the manager takes part in leader
 /// election (it reconciles only while it leads).
 pub const PRESENCE_LEADER_ELECT: &str = "lab.cloudlab.training/leader-elect";
+/// Presence Lease annotation: the manager's work queue
+/// ([`crate::queue_note::QueueNote`]), as of the last renewal.
+pub const PRESENCE_QUEUE: &str = "lab.cloudlab.training/work-queue";
+
+/// Pure: the presence Lease's name for a manager identity (the leader
+/// Lease's holder). The identity (a Pod name, or "host-pid") is hashed: it
+/// may hold characters a name may not, and stays the same for the whole
+/// run. diagnose finds the leader's presence by it.
+pub fn presence_lease_name(identity: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    identity.hash(&mut h);
+    format!("runner-manager-{:016x}", h.finish())
+}
 /// Ports the manager serves on in the cluster.
 pub const METRICS_PORT: i32 = 8080;
 pub const HEALTH_PORT: i32 = 8081;

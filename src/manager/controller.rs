@@ -165,7 +165,7 @@ async fn serve_and_reconcile(
     let readiness = Readiness::default();
     serve_http(&client, &cfg, &metrics, &readiness).await?;
     // Visible from here on, standing by or leading ([`presence`]).
-    let presence = presence::announce(&client, &cfg);
+    let presence = presence::announce(&client, &cfg, metrics.queue.clone());
     let lease_cfg = LeaseConfig::new(&cfg.lease_namespace, LEADER_LEASE, &cfg.identity);
     let Some((stop, leadership)) = lead(&client, &cfg, &lease_cfg, &readiness, shutdown).await else {
         presence.withdraw().await;

@@ -1,8 +1,8 @@
 //! A running manager announces itself, leader-elected or not: a Lease of
 //! its own (coordination.k8s.io, in the Lease namespace next to the leader
 //! Lease) whose holder is "HOST pid N", annotated with the namespaces it
-//! watches and whether it takes part in leader election, renewed every few
-//! seconds and deleted on stop. A killed manager's Lease simply stops being
+//! watches, whether it takes part in leader election and its work queue
+//! ([`crate::queue_note`]), renewed every few seconds and deleted on stop. A killed manager's Lease simply stops being
 //! renewed: diagnose judges freshness by `leaseDurationSeconds`.
 //!
 //! Best effort by design: an identity that may not write Leases there (a
@@ -14,7 +14,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -25,7 +24,9 @@ use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
 use super::Config;
-use crate::manifests::{PRESENCE_LABEL, PRESENCE_LEADER_ELECT, PRESENCE_NAMESPACES};
+use super::metrics::QueueMetrics;
+use crate::manifests::{PRESENCE_LABEL, PRESENCE_LEADER_ELECT, PRESENCE_NAMESPACES, PRESENCE_QUEUE};
+use crate::queue_note::QueueNote;
 
 /// How long a presence counts without renewal (the Lease says so itself).
 pub const DURATION: Duration = Duration::from_secs(15);
@@ -43,21 +44,18 @@ pub fn holder() -> String {
     format!("{host} pid {}", std::process::id())
 }
 
-/// Pure: the presence Lease's name for a manager identity. The identity
-/// (a Pod name, or "host-pid") is hashed: it may hold characters a name
-/// may not, and stays the same for the whole run.
-pub fn lease_name(identity: &str) -> String {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    identity.hash(&mut h);
-    format!("runner-manager-{:016x}", h.finish())
-}
+pub use crate::manifests::presence_lease_name as lease_name;
 
-/// Pure: the presence Lease of `cfg`, renewed `now`.
-pub fn lease(cfg: &Config, holder: &str, now: Timestamp) -> Lease {
-    let annotations = BTreeMap::from([
+/// Pure: the presence Lease of `cfg`, renewed `now`, with its work queue
+/// as it stands (none before the queue exists).
+pub fn lease(cfg: &Config, holder: &str, now: Timestamp, queue: Option<QueueNote>) -> Lease {
+    let mut annotations = BTreeMap::from([
         (PRESENCE_NAMESPACES.to_string(), cfg.namespaces.join(",")),
         (PRESENCE_LEADER_ELECT.to_string(), cfg.leader_elect.to_string()),
     ]);
+    if let Some(q) = queue {
+        annotations.insert(PRESENCE_QUEUE.to_string(), q.encode());
+    }
     Lease {
         metadata: ObjectMeta {
             name: Some(lease_name(&cfg.identity)),
@@ -82,8 +80,8 @@ pub struct Presence {
     name: String,
 }
 
-/// Starts announcing `cfg`'s manager.
-pub fn announce(client: &kube::Client, cfg: &Config) -> Presence {
+/// Starts announcing `cfg`'s manager and its work queue.
+pub fn announce(client: &kube::Client, cfg: &Config, queue: QueueMetrics) -> Presence {
     let api: Api<Lease> = Api::namespaced(client.clone(), &cfg.lease_namespace);
     let (cfg, holder) = (cfg.clone(), holder());
     let name = lease_name(&cfg.identity);
@@ -92,7 +90,7 @@ pub fn announce(client: &kube::Client, cfg: &Config) -> Presence {
         async move {
             let mut failing = false;
             loop {
-                let body = lease(&cfg, &holder, Timestamp::now());
+                let body = lease(&cfg, &holder, Timestamp::now(), queue.note());
                 match renew(&api, &body).await {
                     Ok(()) if failing => {
                         info!(lease = %body.metadata.name.unwrap_or_default(), "presence Lease written again");
@@ -148,8 +146,10 @@ mod tests {
         cfg.identity = "laptop-42".into();
         cfg.lease_namespace = "runner-system".into();
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let l = lease(&cfg, "laptop pid 42", now);
+        let queue = QueueNote { high: 1, low: 2, oldest_wait: Duration::from_secs(3) };
+        let l = lease(&cfg, "laptop pid 42", now, Some(queue));
         let a = l.metadata.annotations.clone().unwrap();
+        assert_eq!(QueueNote::parse(&a[PRESENCE_QUEUE]), Some(queue));
         assert_eq!(a[PRESENCE_NAMESPACES], "a,b");
         assert_eq!(a[PRESENCE_LEADER_ELECT], "false");
         assert_eq!(l.metadata.labels.unwrap()[PRESENCE_LABEL], "true");
@@ -159,7 +159,9 @@ mod tests {
         assert_eq!(spec.lease_duration_seconds, Some(15));
         assert_eq!(spec.renew_time.map(|t| t.0), Some(now));
         let all = Config::all_namespaces();
-        assert_eq!(lease(&all, "h", now).metadata.annotations.unwrap()[PRESENCE_NAMESPACES], "", "all");
+        let annotations = lease(&all, "h", now, None).metadata.annotations.unwrap();
+        assert_eq!(annotations[PRESENCE_NAMESPACES], "", "all");
+        assert!(!annotations.contains_key(PRESENCE_QUEUE), "no queue yet, no note");
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct QueueMetrics {
     longest: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     oldest_wait: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     passes: Family<TriggerLabel, Counter>,
+    /// Whether the queue exists yet (sampled once).
+    sampled: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl QueueMetrics {
@@ -67,6 +69,7 @@ impl QueueMetrics {
             longest: Family::default(),
             oldest_wait: Family::default(),
             passes: Family::default(),
+            sampled: Default::default(),
         };
         registry.register("workqueue_depth", "Current depth of the workqueue, by priority", m.depth.clone());
         registry.register("workqueue_adds", "Total number of adds handled by the workqueue", m.adds.clone());
@@ -129,6 +132,22 @@ impl QueueMetrics {
         }
     }
 
+    /// The queue as the last sample saw it, for the presence Lease; None
+    /// before the first sample (no queue yet).
+    pub fn note(&self) -> Option<crate::queue_note::QueueNote> {
+        let label = NameLabel { name: NAME };
+        let depth = |p: Priority| {
+            let g = self.depth.get_or_create(&DepthLabel { name: NAME, priority: p.as_str() });
+            u64::try_from(g.get()).unwrap_or(0)
+        };
+        let sampled = self.sampled.load(std::sync::atomic::Ordering::Relaxed);
+        sampled.then(|| crate::queue_note::QueueNote {
+            high: depth(Priority::High),
+            low: depth(Priority::Low),
+            oldest_wait: Duration::from_secs_f64(self.oldest_wait.get_or_create(&label).get().max(0.0)),
+        })
+    }
+
     /// The time-based gauges, sampled.
     pub fn sample<K: std::hash::Hash + Eq + Clone, T: Copy>(&self, queue: &Queue<K, T>, now: Instant) {
         let (_, unfinished, longest) = queue.running(now);
@@ -137,5 +156,6 @@ impl QueueMetrics {
         self.longest.get_or_create(&label).set(longest.as_secs_f64());
         let oldest = queue.oldest_wait(now).unwrap_or_default();
         self.oldest_wait.get_or_create(&label).set(oldest.as_secs_f64());
+        self.sampled.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -44,11 +44,12 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
         let when =
             l.renewed_ago.map(|a| format!("renewed {} ago", human(a))).unwrap_or("never renewed".into());
         if l.fresh {
-            out.push(Finding::info(
-                Code::ManagerLeader,
-                lease_ref,
-                format!("leader is {}, {when}", l.holder),
-            ));
+            let found =
+                Finding::info(Code::ManagerLeader, lease_ref, format!("leader is {}, {when}", l.holder));
+            out.push(match v.leader_queue() {
+                Some(q) => found.evidence(q.describe()),
+                None => found,
+            });
         } else {
             out.push(
                 Finding::warning(
@@ -102,11 +103,15 @@ fn presence_findings(v: &View) -> Vec<Finding> {
         |p: &crate::diagnose::view::manager::Presence| ObjectRef::new("Lease", MANAGER_NAMESPACE, &p.lease);
     let mut out = vec![];
     for p in v.present.iter().filter(|p| !p.leader_elect) {
-        out.push(Finding::info(
+        let found = Finding::info(
             Code::ManagerLocal,
             lease_ref(p),
             format!("a local manager runs on {}, watching {}, without leader election", p.who(), p.scope()),
-        ));
+        );
+        out.push(match p.queue {
+            Some(q) => found.evidence(q.describe()),
+            None => found,
+        });
     }
     for (i, a) in v.present.iter().enumerate() {
         for b in v.present.iter().skip(i + 1).filter(|b| !(a.leader_elect && b.leader_elect)) {
@@ -335,6 +340,41 @@ mod tests {
             .into(),
         );
         l
+    }
+
+    #[test]
+    fn the_leaders_and_a_local_managers_work_queue_is_shown_from_their_presence() {
+        use crate::queue_note::QueueNote;
+        let queue = QueueNote { high: 2, low: 10, oldest_wait: std::time::Duration::from_millis(3200) };
+        let with_queue = |mut l: k8s_openapi::api::coordination::v1::Lease, name: String| {
+            l.metadata.name = Some(name);
+            let a = l.metadata.annotations.get_or_insert_default();
+            a.insert(crate::manifests::PRESENCE_QUEUE.into(), queue.encode());
+            l
+        };
+        let mut s = fixtures::healthy();
+        let leader = crate::manifests::presence_lease_name("runner-controller-manager-abc");
+        s.manager.presences = vec![with_queue(present("pod pid 1", &[], true, 2), leader)];
+        let found = check(&s);
+        let lead = found.iter().find(|f| f.code == Code::ManagerLeader).expect("the leader");
+        assert!(
+            lead.evidence.iter().any(|e| e.contains("12 Runner(s) waiting") && e.contains("3.2 s")),
+            "{lead:?}"
+        );
+
+        let mut s = fixtures::without_manager();
+        let local = present("laptop pid 4242", &["app"], false, 3);
+        s.manager.presences = vec![with_queue(local, "runner-manager-laptop".into())];
+        let found = check(&s);
+        assert!(found[0].evidence.iter().any(|e| e.contains("2 high priority")), "{:?}", found[0]);
+        let mut garbled = present("laptop pid 4242", &["app"], false, 3);
+        garbled
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::manifests::PRESENCE_QUEUE.into(), "\u{1b}[2J".into());
+        s.manager.presences = vec![garbled];
+        assert!(check(&s)[0].evidence.is_empty(), "a note that does not parse is not shown");
     }
 
     #[test]

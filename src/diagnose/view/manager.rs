@@ -11,7 +11,9 @@ use super::lease::Renewal;
 use super::{age, human};
 use crate::manifests::{
     LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LEADER_ELECT, PRESENCE_NAMESPACES,
+    PRESENCE_QUEUE, presence_lease_name,
 };
+use crate::queue_note::QueueNote;
 
 /// What can be seen of the manager.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +41,8 @@ pub struct Presence {
     pub watches: Option<Vec<String>>,
     /// It reconciles only while it holds the leader Lease.
     pub leader_elect: bool,
+    /// Its work queue at the last renewal, when it says (older managers do not).
+    pub queue: Option<QueueNote>,
 }
 
 impl Presence {
@@ -112,6 +116,13 @@ impl View {
         )
     }
 
+    /// The leader's work queue: its presence Lease is named after the
+    /// leader Lease's holder.
+    pub fn leader_queue(&self) -> Option<QueueNote> {
+        let name = presence_lease_name(&self.lease.as_ref()?.holder);
+        self.present.iter().find(|p| p.lease == name)?.queue
+    }
+
     /// True when the in-cluster manager is known not to watch `ns`.
     pub fn ignores(&self, ns: &str) -> bool {
         self.watched.as_ref().is_some_and(|w| !w.iter().any(|x| x == ns))
@@ -159,6 +170,7 @@ fn presence(s: &Snapshot, l: &k8s_openapi::api::coordination::v1::Lease) -> Opti
         holder: spec.holder_identity.clone().unwrap_or_default(),
         watches: (!watches.is_empty()).then_some(watches),
         leader_elect: note(PRESENCE_LEADER_ELECT) == Some("true"),
+        queue: note(PRESENCE_QUEUE).and_then(QueueNote::parse),
     })
 }
 
