@@ -20,8 +20,8 @@ use super::metrics::Metrics;
 use super::metrics_auth::MetricsAuth;
 use super::reconcile::{error_policy, reconcile};
 use super::server::{Phase, Readiness};
+use super::trigger::{Trigger, Work};
 use super::work_queue::Priority;
-use super::workers::{Trigger, Work};
 use super::{preflight, presence, server, watches, workers};
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE};
 

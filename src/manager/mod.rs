@@ -36,6 +36,7 @@ pub mod runner_step;
 pub mod server;
 pub mod status;
 pub mod status_write;
+pub mod trigger;
 pub mod watches;
 pub mod webhook;
 pub mod work_queue;

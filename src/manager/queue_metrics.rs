@@ -12,8 +12,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::trigger::Trigger;
 use super::work_queue::{Priority, Queue};
-use super::workers::Trigger;
 
 /// The queue's name in the `name` label (controller-runtime: the controller's).
 const NAME: &str = "runner";

@@ -1,6 +1,6 @@
 //! Pure: which key's pass starts next. No Kubernetes types: keys are
 //! anything hashable, the clock is passed in, and the caller runs the
-//! passes ([`super::workers`]).
+//! passes (the manager's workers).
 //!
 //! The guarantees, client-go's workqueue's first:
 //! - a key is at most once in the queue, and never in two passes at once: a

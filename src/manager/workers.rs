@@ -16,60 +16,12 @@ use std::time::{Duration, Instant};
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
 
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 
 use super::metrics::Metrics;
+pub use super::trigger::{Key, Trigger, Work};
 use super::watches::CachedRunner;
-use super::work_queue::{Next, Priority, Queue};
-
-/// The key of a Runner's pass.
-pub type Key = ObjectRef<CachedRunner>;
-
-/// What made a Runner need a pass: the `trigger` (and `kind`) labels of
-/// `runner_passes_total`, so a bench names what its passes were for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Trigger {
-    /// A new Runner, or a new generation, deletion or finalizer of one.
-    RunnerChange,
-    /// The manager's first list of the Runners (its start).
-    RunnerListed,
-    /// A child edited or deleted by another hand, or a milestone of it.
-    Child(&'static str),
-    /// Only a child's progress (a rollout's counts).
-    ChildProgress(&'static str),
-    /// A Pod problem appeared, changed or went.
-    Pod,
-    /// The periodic resync ([`super::resync`]).
-    Resync,
-    /// A pass asked to come back (a deferred status write, a refused child).
-    Requeue,
-    /// A failed pass, retried with backoff.
-    Retry,
-}
-
-impl Trigger {
-    /// (`trigger`, `kind`) label values; `kind` is empty but for children.
-    pub fn labels(self) -> (&'static str, &'static str) {
-        match self {
-            Trigger::RunnerChange => ("runner_change", ""),
-            Trigger::RunnerListed => ("runner_listed", ""),
-            Trigger::Child(kind) => ("child_event", kind),
-            Trigger::ChildProgress(kind) => ("child_progress", kind),
-            Trigger::Pod => ("pod", ""),
-            Trigger::Resync => ("resync", ""),
-            Trigger::Requeue => ("requeue", ""),
-            Trigger::Retry => ("retry", ""),
-        }
-    }
-}
-
-/// A Runner that needs a pass, how urgently, and why.
-#[derive(Debug, Clone)]
-pub struct Work {
-    pub key: Key,
-    pub priority: Priority,
-    pub trigger: Trigger,
-}
+use super::work_queue::{Next, Queue};
 
 /// How a pass ended, for the queue: `None` waits for a change, `Some(d)`
 /// comes back after `d`; an error is retried with the queue's backoff, or
@@ -164,10 +116,12 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::work_queue::Priority;
     use super::*;
     use crate::api::{Runner, RunnerSpec};
     use crate::kinds::packed::Packed;
     use kube::runtime::reflector;
+    use kube::runtime::reflector::ObjectRef;
     use kube::runtime::watcher::Event;
     use std::sync::Mutex;
 
