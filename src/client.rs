@@ -14,6 +14,7 @@ use kube::{Client, Resource};
 
 pub mod children;
 pub mod failure;
+pub mod guarded;
 pub mod runners;
 pub mod webhook_probe;
 
