@@ -142,9 +142,11 @@ pub async fn go_back(client: &kube::Client) -> Result<()> {
     let err = |op, e| Error::api(op, "CustomResourceDefinition", "", CRD_NAME, e);
     let written = guarded::write(
         || crds.get_opt(CRD_NAME),
-        |live| match live.and_then(without_webhooks) {
-            Some(crd) => Step::Write(crd),
-            None => Step::Done(()),
+        |live| {
+            Ok(match live.and_then(without_webhooks) {
+                Some(crd) => Step::Write(crd),
+                None => Step::Done(()),
+            })
         },
         |crd| {
             let crds = crds.clone();
@@ -154,7 +156,7 @@ pub async fn go_back(client: &kube::Client) -> Result<()> {
     .await;
     match written {
         Ok(()) => {}
-        Err(guarded::Failed::Read(e)) => return Err(err("get", e)),
+        Err(guarded::Failed::Before(e)) => return Err(err("get", e)),
         Err(guarded::Failed::Write(e)) => return Err(err("update", e)),
         Err(guarded::Failed::KeptChanging) => {
             return Err(Error::InstallRefused(format!(

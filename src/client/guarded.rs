@@ -32,38 +32,33 @@ pub enum Step<W, T> {
 
 /// Why [`write`] ended without a result.
 #[derive(Debug)]
-pub enum Failed {
-    /// The read failed.
-    Read(kube::Error),
+pub enum Failed<E> {
+    /// The read, or the decision, failed: the caller's error.
+    Before(E),
     /// The write failed, other than with a conflict.
     Write(kube::Error),
     /// Every one of [`ATTEMPTS`] writes met a conflict.
     KeptChanging,
 }
 
-impl Failed {
-    /// The underlying API error, if any.
-    pub fn api(self) -> Option<kube::Error> {
-        match self {
-            Failed::Read(e) | Failed::Write(e) => Some(e),
-            Failed::KeptChanging => None,
-        }
-    }
-}
-
 /// Reads with `read`, asks `decide`, writes with `write`; on a conflict,
-/// from the top. `decide` sees a fresh read each time.
-pub async fn write<S, W, T, R, RF, D, WR, WF>(mut read: R, mut decide: D, mut write: WR) -> Result<T, Failed>
+/// from the top. `decide` sees a fresh read each time; `read` may read
+/// more than the object (what the decision also depends on).
+pub async fn write<S, W, T, E, R, RF, D, WR, WF>(
+    mut read: R,
+    mut decide: D,
+    mut write: WR,
+) -> Result<T, Failed<E>>
 where
     R: FnMut() -> RF,
-    RF: Future<Output = kube::Result<S>>,
-    D: FnMut(S) -> Step<W, T>,
+    RF: Future<Output = Result<S, E>>,
+    D: FnMut(S) -> Result<Step<W, T>, E>,
     WR: FnMut(W) -> WF,
     WF: Future<Output = kube::Result<T>>,
 {
     for _ in 0..ATTEMPTS {
-        let state = read().await.map_err(Failed::Read)?;
-        let body = match decide(state) {
+        let state = read().await.map_err(Failed::Before)?;
+        let body = match decide(state).map_err(Failed::Before)? {
             Step::Done(t) => return Ok(t),
             Step::Write(body) => body,
         };
@@ -105,26 +100,27 @@ mod tests {
             reads.set(reads.get() + 1);
             std::future::ready(Ok(reads.get()))
         };
-        let got = write(read, Step::Write, answers(&[409, 409])).await;
+        let got = write(read, |s| Ok::<_, kube::Error>(Step::Write(s)), answers(&[409, 409])).await;
         assert_eq!(got.unwrap(), "written");
         assert_eq!(reads.get(), 3, "one read per write");
     }
 
     #[tokio::test]
     async fn nothing_to_write_is_done_after_one_read() {
-        let got =
-            write(|| std::future::ready(Ok(1u32)), |_| Step::<u32, _>::Done("as is"), answers(&[])).await;
+        let read = || std::future::ready(Ok::<_, kube::Error>(1u32));
+        let got = write(read, |_| Ok(Step::<u32, _>::Done("as is")), answers(&[])).await;
         assert_eq!(got.unwrap(), "as is");
     }
 
     #[tokio::test]
     async fn conflicts_end_after_the_bound_and_other_errors_at_once() {
-        let read = || std::future::ready(Ok(0u32));
-        let got = write(read, Step::Write, answers(&[409; ATTEMPTS])).await;
+        let read = || std::future::ready(Ok::<_, kube::Error>(0u32));
+        let write_it = |s| Ok(Step::Write(s));
+        let got = write(read, write_it, answers(&[409; ATTEMPTS])).await;
         assert!(matches!(got, Err(Failed::KeptChanging)), "{got:?}");
-        let got = write(read, Step::Write, answers(&[403])).await;
+        let got = write(read, write_it, answers(&[403])).await;
         assert!(matches!(got, Err(Failed::Write(_))), "{got:?}");
-        let got = write(|| std::future::ready(Err::<u32, _>(status(500))), Step::Write, answers(&[])).await;
-        assert!(matches!(got, Err(Failed::Read(_))), "{got:?}");
+        let got = write(|| std::future::ready(Err::<u32, _>(status(500))), write_it, answers(&[])).await;
+        assert!(matches!(got, Err(Failed::Before(_))), "{got:?}");
     }
 }
