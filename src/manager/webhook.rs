@@ -30,7 +30,7 @@ pub mod validating;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
     pub listen: SocketAddr,
-    /// Where the CRD sends reviews (the Service, or `--webhook-url`).
+    /// Where the CRD sends reviews (the Service, or a URL: the tests' keeper).
     pub target: Target,
     /// The manager's namespace: its Secret, and its Service's DNS names.
     pub namespace: String,
@@ -59,7 +59,7 @@ impl WebhookConfig {
 /// rest (the Lease first) stops at once. Within the Pod's grace period.
 pub const DRAIN: Duration = Duration::from_secs(5);
 
-/// Pure: a URL the user gave (`--webhook-url`, a local run) has no
+/// Pure: a URL target (a process, not behind a Service) has no
 /// endpoints to follow; Ctrl-C there should not wait.
 pub fn drain_for(target: &Target) -> Duration {
     match target {

@@ -5,7 +5,7 @@
 //! resourceVersion just read.
 //!
 //! The keeper never creates it: `install --with-manager` or a local
-//! manager does. A manager run as a process (`--webhook-url`) that created
+//! manager does. A manager run as a process (a URL target) that created
 //! one and then died would leave every Runner write in the cluster refused
 //! (failurePolicy Fail) with nothing to restore it; the CRD, by contrast,
 //! always exists, and a conversion pointed at a dead URL fails reads only.
