@@ -14,7 +14,9 @@ use kube::{Client, Resource};
 
 pub mod children;
 pub mod failure;
+pub mod guarded;
 pub mod runners;
+pub mod webhook_probe;
 
 /// `kubectl-runner/<version>`, sent on every request.
 pub const USER_AGENT_VALUE: &str = concat!("kubectl-runner/", env!("CARGO_PKG_VERSION"));

@@ -117,6 +117,12 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// True when `e` is an apiserver 409: the object moved on since it was
+/// read (a write guarded by resourceVersion lost), or it already exists.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
 /// A JSON patch whose `test` operation failed. The apiserver answers 422
 /// with its generic message (the failed path is only in the causes), where a
 /// validation error names the object and the field.

@@ -199,7 +199,7 @@ async fn a_dead_conversion_webhook_is_reported_first_with_its_fix_and_diagnose_s
     assert!(t.contains(&format!("the CRD sends conversion to URL {DEAD_URL}")), "{t}");
     assert!(t.contains("Service runner-system/runner-webhook"), "{t}");
     let fix = first["fix"].as_str().unwrap();
-    assert!(fix.contains(&format!("start the manager that serves {DEAD_URL}")), "{fix}");
+    assert!(fix.contains(&format!("start the local manager that serves {DEAD_URL}")), "{fix}");
     let skipped = with_code(&report, "not-readable");
     assert!(skipped.iter().any(|f| text(f).contains("Runners not readable")), "{report:#}");
     assert!(with_code(&report, "gather-incomplete").is_empty(), "not a gap: {report:#}");

@@ -1,6 +1,6 @@
 //! The Runner validating webhook against the real control plane: the
 //! apiserver posts AdmissionReviews to a manager running in this process
-//! on the loopback (a URL target, as `--webhook-url`), through the
+//! on the loopback (a URL target: the keeper driven directly), through the
 //! ValidatingWebhookConfiguration the test creates as install would.
 //!
 //! The configuration and the CRD are cluster-wide, and a configuration

@@ -1,6 +1,6 @@
 //! The conversion webhook against the real control plane: the apiserver
 //! posts ConversionReviews to a manager running in this process on the
-//! loopback (`--webhook-url`), the certificates live in the test
+//! loopback (a URL target: the keeper driven directly), the certificates live in the test
 //! namespace's Secret, and the CRD's caBundle follows them.
 //!
 //! The CRD is cluster-wide: the tests here take turns (one lock) and put

@@ -177,9 +177,14 @@ pub enum Error {
 impl Error {
     /// The exit code for a command that ended with this error: 2
     /// ([`exit::USAGE`](super::exit::USAGE)) for input it refused before
-    /// acting, else 1.
+    /// acting (a confirmation with no terminal to ask on and no `--yes`
+    /// included), else 1.
     pub fn exit_code(&self) -> u8 {
-        if matches!(self, Error::Invalid(_)) { super::exit::USAGE } else { super::exit::FAILURE }
+        if matches!(self, Error::Invalid(_) | Error::NoTerminal { .. }) {
+            super::exit::USAGE
+        } else {
+            super::exit::FAILURE
+        }
     }
 }
 

@@ -1,32 +1,37 @@
 //! `kubectl runner install`: server-side apply of [`crate::manifests`]
 //! (CRD, RBAC, and with `--with-manager` the in-cluster manager with its
 //! conversion webhook), then wait for the CRD to be Established. Without
-//! the manager nothing converts, so the CRD serves the storage version only,
-//! and install refuses where stored Runners would need a conversion
-//! ([`without_webhook`]). Its inverse is in `uninstall`.
+//! the manager nothing converts, so the CRD serves the storage version only:
+//! on a cluster that had the webhooks, install takes them back once
+//! confirmed, and refuses where stored Runners would need a conversion
+//! ([`super::install_back`]). Its inverse is in `uninstall`.
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::args::{DryRun, parse_duration};
 use super::error::{Error, Result};
+use super::install_back::{self, Plan};
 use super::output;
 use super::progress::Progress;
 use super::{Ctx, Globals};
-use crate::api::FIELD_MANAGER;
+use crate::api::{CRD_NAME, FIELD_MANAGER};
 use crate::client::scoped_dynamic;
 use crate::error::{FromApi, is_not_found};
 use crate::manifests::{self, Manifest, RbacScope};
+use crate::webhook::VALIDATING_CONFIG;
 
 const INSTALL_HELP: &str = "\
 Examples:
   kubectl runner install
   kubectl runner install --namespace-scoped team-a --namespace-scoped team-b
   kubectl runner install --with-manager --image ghcr.io/example/kubectl-runner:0.1.0 --wait
-  kubectl runner install --dry-run=server";
+  kubectl runner install --dry-run=server
+  kubectl runner install --yes   # back from --with-manager: the storage version alone, no webhooks";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = INSTALL_HELP)]
@@ -53,6 +58,10 @@ pub struct InstallArgs {
     /// the manager's rollout, and again for its webhooks).
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Without --with-manager on a cluster that has the webhooks: take them
+    /// back (as listed) without asking.
+    #[arg(long, short = 'y', conflicts_with = "with_manager")]
+    pub yes: bool,
 }
 
 /// The manifests `install` applies for these flags.
@@ -111,6 +120,31 @@ pub async fn install(
     Ok(done)
 }
 
+/// Install without the manager on what is there ([`install_back::plan`]):
+/// goes ahead, refuses, or takes the webhooks back once confirmed (a server
+/// dry run only says what it would take back).
+async fn without_manager(ctx: &Ctx, yes: bool, server_dry: bool) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(ctx.client.clone());
+    let (live, validating) = tokio::join!(crds.get_opt(CRD_NAME), vwcs.get_opt(VALIDATING_CONFIG));
+    let live = live.map_err(|e| Error::api("get", "CustomResourceDefinition", "", CRD_NAME, e))?;
+    let validating = validating
+        .map_err(|e| Error::api("get", "ValidatingWebhookConfiguration", "", VALIDATING_CONFIG, e))?
+        .is_some();
+    match install_back::plan(live.as_ref(), validating) {
+        Plan::Apply => Ok(()),
+        Plan::Refuse(why) => Err(Error::InstallRefused(why)),
+        Plan::Back(changes) => {
+            eprint!("{}", install_back::describe(&changes));
+            if server_dry {
+                return Ok(());
+            }
+            super::progress::confirm(install_back::QUESTION, yes)?;
+            install_back::go_back(&ctx.client).await
+        }
+    }
+}
+
 async fn wait_established(ctx: &Ctx, timeout: Duration) -> Result<()> {
     Ok(crate::client::wait_crd_established(&ctx.client, timeout).await?)
 }
@@ -125,15 +159,10 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
         return output::emit(&manifests::to_yaml(&items)).map(|()| super::exit::OK);
     }
     let ctx = g.connect().await?;
-    if !a.with_manager {
-        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-        let live = crds
-            .get_opt(crate::api::CRD_NAME)
-            .await
-            .map_err(|e| Error::api("get", "CustomResourceDefinition", "", crate::api::CRD_NAME, e))?;
-        without_webhook(live.as_ref()).map_err(Error::InstallRefused)?;
-    }
     let server_dry = a.dry_run == DryRun::Server;
+    if !a.with_manager {
+        without_manager(&ctx, a.yes, server_dry).await?;
+    }
     let progress = Progress::spinner(format!("applying {} objects", items.len()));
     let done = install(&ctx, &items, server_dry, a.timeout).await?;
     drop(progress);
@@ -153,61 +182,9 @@ pub async fn run_install(g: &Globals, a: InstallArgs) -> Result<u8> {
     Ok(super::exit::OK)
 }
 
-/// Pure: Ok when the CRD may serve the storage version alone, with no
-/// conversion: it is absent, or every stored Runner is at that version and
-/// no webhook converts (a manager installed with it would be cut off).
-/// Else what is missing, and the command that provides it.
-pub fn without_webhook(live: Option<&CustomResourceDefinition>) -> std::result::Result<(), String> {
-    let Some(live) = live else { return Ok(()) };
-    let served = manifests::crd().spec.versions.into_iter().filter(|v| v.served);
-    let storage = served.map(|v| v.name).collect::<Vec<_>>();
-    let with_manager = "kubectl runner install --with-manager --image IMAGE";
-    if live.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook") {
-        return Err(format!(
-            "the Runner CRD converts between its versions through the manager's webhook; without --with-manager \
-             install would remove it. Keep it: `{with_manager}`"
-        ));
-    }
-    let stored = live.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
-    let old: Vec<&String> = stored.iter().filter(|v| !storage.contains(v)).collect();
-    if old.is_empty() {
-        return Ok(());
-    }
-    let old = old.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ");
-    Err(format!(
-        "Runners are stored as {old}, which only a conversion can serve as {}; install without the manager \
-         serves {} alone and would leave them unreadable. Missing: the conversion webhook: `{with_manager}` \
-         (then `kubectl runner migrate` moves them to {})",
-        storage.join(", "),
-        storage.join(", "),
-        storage.join(", ")
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn live(stored: &[&str], strategy: &str) -> CustomResourceDefinition {
-        let mut crd = manifests::runner_crd();
-        crd.spec.conversion = Some(Default::default());
-        crd.spec.conversion.as_mut().unwrap().strategy = strategy.into();
-        crd.status = Some(Default::default());
-        crd.status.as_mut().unwrap().stored_versions = Some(stored.iter().map(|s| s.to_string()).collect());
-        crd
-    }
-
-    #[test]
-    fn without_the_manager_install_goes_ahead_only_where_nothing_needs_converting() {
-        let storage = crate::api::VERSION;
-        assert_eq!(without_webhook(None), Ok(()), "no CRD yet");
-        assert_eq!(without_webhook(Some(&live(&[storage], "None"))), Ok(()));
-        let e = without_webhook(Some(&live(&["v0old", storage], "None"))).unwrap_err();
-        assert!(e.starts_with("Runners are stored as v0old,"), "{e}");
-        assert!(e.contains("install --with-manager"), "{e}");
-        let e = without_webhook(Some(&live(&[storage], "Webhook"))).unwrap_err();
-        assert!(e.contains("through the manager's webhook") && e.contains("install --with-manager"), "{e}");
-    }
 
     #[test]
     fn without_the_manager_the_crd_serves_the_storage_version_only_with_no_conversion() {
@@ -218,6 +195,7 @@ mod tests {
             dry_run: DryRun::None,
             wait: false,
             timeout: Duration::from_secs(1),
+            yes: false,
         };
         let crd = &plan_install(&a)[0].object.data;
         assert!(crd["spec"].get("conversion").is_none(), "{crd}");
@@ -246,6 +224,7 @@ mod tests {
             dry_run: DryRun::None,
             wait: false,
             timeout: Duration::from_secs(1),
+            yes: false,
         };
         let plan: Vec<String> = plan_install(&a).iter().map(Manifest::describe).collect();
         assert!(plan.contains(&"Role a/runner-manager".to_string()), "{plan:?}");

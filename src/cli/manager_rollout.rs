@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use super::error::{Error, Result};
+use crate::client::webhook_probe::{self, Outcome};
 use crate::error::FromApi;
 use crate::manager::pod_view::PodView;
 use crate::manifests::{MANAGER_NAME, MANAGER_NAMESPACE};
@@ -38,30 +39,33 @@ pub async fn wait(client: &kube::Client, timeout: Duration) -> Result<()> {
     }
 }
 
-/// After the rollout: until the webhooks answer through their Service, or
-/// `timeout`. A Ready manager is not yet reachable: the Service's endpoint
-/// and the node's proxy rules follow it by a moment, and with
-/// `failurePolicy: Fail` every Runner write is refused meanwhile. A dry run
-/// that is refused for another reason (no permission to create Runners in
-/// the manager's namespace) says nothing about the webhooks: no wait.
+/// After the rollout: until the apiserver can call the webhooks
+/// ([`webhook_probe::until_answered`], a dry-run create at each version the
+/// installed CRD serves), or `timeout`. A Ready manager is not yet
+/// reachable: the Service's endpoint and the node's proxy rules follow it
+/// by a moment, and with `failurePolicy: Fail` every Runner write is
+/// refused meanwhile. A dry run refused for another reason (no permission
+/// to create Runners in the manager's namespace) says nothing about the
+/// webhooks: no wait.
 pub async fn wait_webhooks(client: &kube::Client, timeout: Duration) -> Result<()> {
-    use crate::client::runners::{dry_run_v1alpha1, webhook_failure};
-    let deadline = Instant::now() + timeout;
-    loop {
-        let why = match dry_run_v1alpha1(client, MANAGER_NAMESPACE).await {
-            Ok(()) => return Ok(()),
-            // 404: the CRD's new versions are not served yet.
-            Err(kube::Error::Api(s)) if webhook_failure(&s) || s.code == 404 => s.message.clone(),
-            Err(_) => return Ok(()),
-        };
-        if Instant::now() >= deadline {
-            return Err(Error::ManagerNotRolledOut {
-                after: timeout,
-                detail: format!("the webhooks do not answer: {why}"),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let versions = webhook_probe::versions(Some(&crate::manifests::crd_with_webhook()));
+    let outcomes = webhook_probe::until_answered(client, MANAGER_NAMESPACE, &versions, timeout).await;
+    let why: Vec<String> = outcomes
+        .iter()
+        .zip(&versions)
+        .filter_map(|(o, v)| match o {
+            Outcome::Failed(f) => Some(format!("{} (the apiserver: {})", f.describe(), f.message)),
+            Outcome::Unserved => Some(format!("the apiserver does not serve Runners at {v} yet")),
+            Outcome::Passed | Outcome::NotChecked(_) => None,
+        })
+        .collect();
+    if why.is_empty() {
+        return Ok(());
     }
+    Err(Error::ManagerNotRolledOut {
+        after: timeout,
+        detail: format!("the webhooks do not answer: {}", why.join("; ")),
+    })
 }
 
 /// (Pod name, reason, message) of each manager Pod that is stuck.

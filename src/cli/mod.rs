@@ -21,6 +21,7 @@ pub mod error;
 pub mod get;
 pub mod history;
 pub mod install;
+pub mod install_back;
 pub mod manager_rollout;
 pub mod manifests;
 pub mod migrate;
@@ -39,7 +40,7 @@ const AFTER_HELP: &str = "\
 Exit codes:
   0  success
   1  failure (API error, timeout, refused action)
-  2  usage error (bad flag or value)
+  2  usage error (bad flag or value; --yes missing with no terminal to ask)
   3  diagnose found errors
 
 Examples:

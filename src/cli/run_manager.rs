@@ -35,10 +35,6 @@ Examples:
   # As another ServiceAccount; its Lease lives in its namespace, as in a Pod
   kubectl runner run-manager -n team-a --as-service-account team-a/runner --leader-elect
 
-  # Serve the CRD's conversion webhook on the loopback, next to a local
-  # apiserver, and point the CRD at it (in the cluster: the Service)
-  kubectl runner run-manager --webhook-listen 127.0.0.1:9443 --webhook-url https://127.0.0.1:9443/convert
-
   # Serve the conversion and validating webhooks from this process: the
   # Runner CRD and the ValidatingWebhookConfiguration point here until you
   # stop it (Ctrl-C puts them back); the address is found (the loopback for
@@ -101,17 +97,12 @@ pub struct RunManagerArgs {
     /// listens on 0.0.0.0:9443 behind the Service runner-webhook.
     #[arg(long, value_name = "ADDR")]
     pub webhook_listen: Option<SocketAddr>,
-    /// Point the CRD's conversion at this https:// URL instead of the
-    /// Service (a manager running outside the cluster); the certificate
-    /// names its host.
-    #[arg(long, value_name = "URL", requires = "webhook_listen", value_parser = parse_webhook_url)]
-    pub webhook_url: Option<String>,
     /// Serve the conversion and validating webhooks from this process with a
     /// throwaway certificate, point the Runner CRD and the
     /// ValidatingWebhookConfiguration here, and put them back on exit
     /// (after a crash: `kubectl runner diagnose --fix`). --webhook-listen
     /// then picks the bound address (default: the host's, a free port).
-    #[arg(long, conflicts_with = "webhook_url")]
+    #[arg(long)]
     pub local_webhooks: bool,
     /// With --local-webhooks: the IP address or DNS name the apiserver
     /// dials (default: this machine's address on the route to the
@@ -175,11 +166,7 @@ pub async fn run(g: &Globals, a: RunManagerArgs) -> Result<u8> {
     }
     cfg.webhook = a.webhook_listen.filter(|_| !a.local_webhooks).map(|listen| {
         let namespace = cfg.lease_namespace.clone();
-        let target = match a.webhook_url {
-            Some(url) => Target::Url(url),
-            None => Target::Service { namespace: namespace.clone() },
-        };
-        WebhookConfig { listen, target, namespace }
+        WebhookConfig { listen, target: Target::Service { namespace: namespace.clone() }, namespace }
     });
     manager::run(ctx.client, cfg, shutdown_signal()).await?;
     Ok(super::exit::OK)
@@ -208,16 +195,6 @@ fn watched(namespace: Option<&str>, watch: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(unique)
-}
-
-/// `--webhook-url`: https, with a host the certificate can name.
-fn parse_webhook_url(url: &str) -> std::result::Result<String, String> {
-    match Target::Url(url.into()).extra_name() {
-        Some(_) => Ok(url.to_string()),
-        None => {
-            Err(format!("{url:?} is not an https:// URL with a host (e.g. https://127.0.0.1:9443/convert)"))
-        }
-    }
 }
 
 /// `--webhook-host`: an IP address, or a DNS name the certificate can hold.
@@ -289,22 +266,7 @@ mod tests {
     }
 
     #[test]
-    fn webhook_url_needs_https_a_host_and_webhook_listen() {
-        let a =
-            parse(&["--webhook-listen", "127.0.0.1:9443", "--webhook-url", "https://127.0.0.1:9443/convert"]);
-        assert_eq!(a.webhook_url.as_deref(), Some("https://127.0.0.1:9443/convert"));
-        let run = |args: &[&str]| {
-            let argv = ["kubectl-runner", "run-manager"].iter().chain(args);
-            Cli::try_parse_from(argv).map(|_| ()).unwrap_err().to_string()
-        };
-        let e = run(&["--webhook-listen", "127.0.0.1:9443", "--webhook-url", "http://127.0.0.1/convert"]);
-        assert!(e.contains("--webhook-url") && e.contains("https://"), "{e}");
-        let e = run(&["--webhook-url", "https://127.0.0.1:9443/convert"]);
-        assert!(e.contains("--webhook-listen"), "{e}");
-    }
-
-    #[test]
-    fn local_webhooks_take_a_host_and_refuse_a_url_or_a_bad_host() {
+    fn local_webhooks_take_a_host_and_refuse_a_bad_host_and_there_is_no_webhook_url() {
         let a = parse(&["--local-webhooks", "--webhook-host", "172.18.0.1", "--take-over"]);
         assert!(a.local_webhooks && a.take_over);
         assert_eq!(a.webhook_host.as_deref(), Some("172.18.0.1"));
@@ -319,14 +281,8 @@ mod tests {
         let e = run(&["--local-webhooks", "--webhook-host", "Bad_Host"]);
         assert!(e.contains("--webhook-host") && e.contains("Bad_Host"), "{e}");
         assert!(run(&["--take-over"]).contains("--local-webhooks"));
-        let e = run(&[
-            "--local-webhooks",
-            "--webhook-listen",
-            "127.0.0.1:1",
-            "--webhook-url",
-            "https://h/convert",
-        ]);
-        assert!(e.contains("--webhook-url"), "{e}");
+        let e = run(&["--webhook-listen", "127.0.0.1:1", "--webhook-url", "https://h/convert"]);
+        assert!(e.contains("--webhook-url"), "a flag that is gone: {e}");
     }
 
     #[test]

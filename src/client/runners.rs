@@ -83,33 +83,6 @@ pub async fn get_opt(client: &Client, ns: &str, name: &str) -> Result<Option<Run
     }
 }
 
-/// A server-side dry-run create of a v1alpha1 Runner in `namespace`: it
-/// goes through the conversion webhook (v1alpha1 to the storage version
-/// and back) and the validating webhook (which declares no side effects,
-/// so dry runs call it), and stores nothing. What proves the webhooks
-/// answer: a local manager's probe, `install --with-manager --wait`.
-pub async fn dry_run_v1alpha1(client: &Client, namespace: &str) -> kube::Result<()> {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-    let gvk = GroupVersionKind::gvk(crate::api::GROUP, "v1alpha1", "Runner");
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk_with_plural(&gvk, "runners"));
-    let runner: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": format!("{}/v1alpha1", crate::api::GROUP),
-        "kind": "Runner",
-        "metadata": { "generateName": "webhook-probe-" },
-        "spec": { "image": "probe:1", "replicas": 1, "port": 8080 },
-    }))
-    .expect("the probe Runner is an object");
-    let params = PostParams { dry_run: true, ..Default::default() };
-    api.create(&params, &runner).await.map(drop)
-}
-
-/// Pure: whether an apiserver error is a webhook it could not call (or
-/// that could not answer yet: a 503 "starting").
-pub fn webhook_failure(status: &kube::core::Status) -> bool {
-    status.code >= 500 && status.message.contains("webhook")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

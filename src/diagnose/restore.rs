@@ -6,8 +6,10 @@
 //! ([`view::holding`]), computes the object with
 //! [`local::restore_crd`] / [`local::restore_validating`] and writes it
 //! guarded by the resourceVersion just read (a replace, or a delete with a
-//! precondition). A holder that came back, or anyone's write in between,
-//! makes the apiserver answer 409, and then nothing more is written.
+//! precondition), by [`guarded::write`]: a holder that came back, or
+//! anyone's write in between, makes the apiserver answer 409, and the
+//! object and the Lease are read and judged again (the holder back is then
+//! refused, as at the first read).
 //!
 //! Between the Lease read and the write a holder may come back without
 //! touching the object yet; it then finds its registration restored and
@@ -25,7 +27,8 @@ use serde::de::DeserializeOwned;
 use super::fix::{Error, Result};
 use super::snapshot::Snapshot;
 use super::view::registrations::{self as view, Holding, Object};
-use crate::error::FromApi;
+use crate::client::guarded::{self, Step};
+use crate::error::{FromApi, is_conflict};
 use crate::webhook::local::{self, CrdPrevious, Holder, LEASE, Restore, ValidatingPrevious};
 
 /// A registration whose holder is gone, as the snapshot saw it.
@@ -88,39 +91,69 @@ pub async fn restore(client: &Client, fix: &RestoreFix) -> Result<Restored> {
 
 async fn restore_crd(client: &Client, fix: &RestoreFix) -> Result<Restored> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = fix.object.name();
-    let crd = api.get_opt(name).await.map_err(|e| Error::api("get", fix.object.kind(), "", name, e))?;
-    let Some(crd) = crd else { return Ok(Restored::Already) };
-    let Some(lease) = recheck::<CrdPrevious>(client, fix, &crd.metadata).await? else {
-        return Ok(Restored::Already);
-    };
-    let restored = local::restore_crd(&crd, None).map_err(|why| unreadable(fix, why))?;
-    let Some(restored) = restored else { return Ok(Restored::Already) };
-    let put = api.replace(name, &PostParams::default(), &restored).await;
-    put.map_err(|e| write_error(fix, "replace", e))?;
-    Ok(Restored::Done { lease })
+    let (api, name) = (&api, fix.object.name());
+    let restored = guarded::write(
+        || async move {
+            let crd =
+                api.get_opt(name).await.map_err(|e| Error::api("get", fix.object.kind(), "", name, e))?;
+            let Some(crd) = crd else { return Ok(None) };
+            let lease = recheck::<CrdPrevious>(client, fix, &crd.metadata).await?;
+            Ok(lease.map(|lease| (crd, lease)))
+        },
+        |read| {
+            let Some((crd, lease)) = read else { return Ok(Step::Done(Restored::Already)) };
+            Ok(match local::restore_crd(&crd, None).map_err(|why| unreadable(fix, why))? {
+                None => Step::Done(Restored::Already),
+                Some(restored) => Step::Write((restored, lease)),
+            })
+        },
+        |(restored, lease)| async move {
+            api.replace(name, &PostParams::default(), &restored).await?;
+            Ok(Restored::Done { lease })
+        },
+    )
+    .await;
+    restored.map_err(|f| written(fix, "replace", f))
+}
+
+/// A restore's write: the configuration put back, or deleted guarded by
+/// the uid and resourceVersion read (one the local manager created).
+enum Write {
+    Replace(Box<ValidatingWebhookConfiguration>),
+    Delete(DeleteParams),
 }
 
 async fn restore_validating(client: &Client, fix: &RestoreFix) -> Result<Restored> {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let name = fix.object.name();
-    let vwc = api.get_opt(name).await.map_err(|e| Error::api("get", fix.object.kind(), "", name, e))?;
-    let Some(vwc) = vwc else { return Ok(Restored::Already) };
-    let Some(lease) = recheck::<ValidatingPrevious>(client, fix, &vwc.metadata).await? else {
-        return Ok(Restored::Already);
-    };
-    match local::restore_validating(&vwc, None).map_err(|why| unreadable(fix, why))? {
-        None => return Ok(Restored::Already),
-        Some(Restore::Replace(restored)) => {
-            let put = api.replace(name, &PostParams::default(), &restored).await;
-            put.map_err(|e| write_error(fix, "replace", e))?;
-        }
-        Some(Restore::Delete) => {
-            let deleted = api.delete(name, &guarded(&vwc.metadata)).await;
-            deleted.map_err(|e| write_error(fix, "delete", e))?;
-        }
-    }
-    Ok(Restored::Done { lease })
+    let (api, name) = (&api, fix.object.name());
+    let restored = guarded::write(
+        || async move {
+            let vwc =
+                api.get_opt(name).await.map_err(|e| Error::api("get", fix.object.kind(), "", name, e))?;
+            let Some(vwc) = vwc else { return Ok(None) };
+            let lease = recheck::<ValidatingPrevious>(client, fix, &vwc.metadata).await?;
+            Ok(lease.map(|lease| (vwc, lease)))
+        },
+        |read| {
+            let Some((vwc, lease)) = read else { return Ok(Step::Done(Restored::Already)) };
+            Ok(match local::restore_validating(&vwc, None).map_err(|why| unreadable(fix, why))? {
+                None => Step::Done(Restored::Already),
+                Some(Restore::Replace(restored)) => Step::Write((Write::Replace(Box::new(restored)), lease)),
+                Some(Restore::Delete) => Step::Write((Write::Delete(guarded_delete(&vwc.metadata)), lease)),
+            })
+        },
+        |(write, lease)| async move {
+            match write {
+                Write::Replace(restored) => {
+                    api.replace(name, &PostParams::default(), &restored).await.map(drop)?
+                }
+                Write::Delete(params) => api.delete(name, &params).await.map(drop)?,
+            }
+            Ok(Restored::Done { lease })
+        },
+    )
+    .await;
+    restored.map_err(|f| written(fix, "write", f))
 }
 
 /// Checks the re-read object still names the holder the snapshot saw and
@@ -185,23 +218,26 @@ pub async fn delete_lease(client: &Client, lease: &ExpiredLease) -> Result<()> {
 }
 
 /// Delete only the object that was read: same uid, same resourceVersion.
-fn guarded(meta: &ObjectMeta) -> DeleteParams {
+fn guarded_delete(meta: &ObjectMeta) -> DeleteParams {
     let preconditions =
         Preconditions { resource_version: meta.resource_version.clone(), uid: meta.uid.clone() };
     DeleteParams { preconditions: Some(preconditions), ..Default::default() }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-/// A 409 is "changed since read"; anything else is the API failure.
-fn write_error(fix: &RestoreFix, op: &'static str, e: kube::Error) -> Error {
-    if is_conflict(&e) {
-        let why = "the apiserver refused the write guarded by the resourceVersion read".into();
-        return Error::FixChanged { object: fix.object.display(), why };
+/// The fix's error for a restore that did not write: the re-check's own,
+/// the API failure, or, when others kept writing first, "changed".
+fn written(fix: &RestoreFix, op: &'static str, failed: guarded::Failed<Error>) -> Error {
+    match failed {
+        guarded::Failed::Before(e) => e,
+        guarded::Failed::Write(e) => Error::api(op, fix.object.kind(), "", fix.object.name(), e),
+        guarded::Failed::KeptChanging => Error::FixChanged {
+            object: fix.object.display(),
+            why: format!(
+                "it changed under each of {} writes guarded by the resourceVersion read",
+                guarded::ATTEMPTS
+            ),
+        },
     }
-    Error::api(op, fix.object.kind(), "", fix.object.name(), e)
 }
 
 fn unreadable(fix: &RestoreFix, why: String) -> Error {

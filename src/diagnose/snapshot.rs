@@ -103,6 +103,13 @@ pub struct RegistrationsState {
     pub validating: Readable<Option<ValidatingWebhookConfiguration>>,
     /// By namespace; `Read(None)`: no Lease there.
     pub leases: BTreeMap<String, Readable<Option<Lease>>>,
+    /// What the apiserver answered to a dry-run create of a Runner at each
+    /// version ([`crate::client::webhook_probe`]): whether it can call the
+    /// webhooks, which no reading of their Service can tell. Empty when
+    /// not asked (no CRD).
+    pub probes: Vec<crate::client::webhook_probe::Outcome>,
+    /// The namespace the dry runs were made in.
+    pub probe_namespace: String,
 }
 
 /// The public half of the webhook's Secret. Gather keeps only the

@@ -13,16 +13,20 @@ use serde_json::json;
 use super::ctx::{Ctx, until};
 use super::error::{Error, Result};
 use crate::api::{CRD_NAME, GROUP, Runner, RunnerSpec};
+use crate::client::webhook_probe::{self, Outcome};
 use crate::error::FromApi;
 use crate::webhook::VALIDATING_CONFIG;
 use crate::webhook::local::{Holder, SAVED_ANNOTATION, Saved};
 
 const OLD: &str = "e2e-old-client";
 const DUP: &str = "e2e-same-host";
+/// How long the webhooks may take to become reachable.
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Who serves the webhooks, as the registrations say; None when the CRD
-/// does not convert through a webhook or no webhook configuration exists.
-async fn served_by(c: &Ctx) -> Result<Option<String>> {
+/// Who serves the webhooks, as the registrations say, and the versions to
+/// probe them at; None when the CRD does not convert through a webhook or
+/// no webhook configuration exists.
+async fn served_by(c: &Ctx) -> Result<Option<(String, Vec<String>)>> {
     let crd = Api::<CustomResourceDefinition>::all(c.client.clone())
         .get(CRD_NAME)
         .await
@@ -36,23 +40,38 @@ async fn served_by(c: &Ctx) -> Result<Option<String>> {
         return Ok(None);
     }
     let local = crd.metadata.annotations.as_ref().and_then(|a| a.get(SAVED_ANNOTATION));
-    Ok(Some(match local.and_then(|v| serde_json::from_str::<Saved<serde_json::Value>>(v).ok()) {
+    let server = match local.and_then(|v| serde_json::from_str::<Saved<serde_json::Value>>(v).ok()) {
         Some(Saved { by: Holder { holder, url, .. }, .. }) => {
             format!("the local manager {holder:?} at {url}")
         }
         None => "the in-cluster manager".into(),
-    }))
+    };
+    Ok(Some((server, webhook_probe::versions(Some(&crd)))))
+}
+
+/// The apiserver can call both webhooks: a dry-run create at each version
+/// ([`webhook_probe`], what diagnose and `install --wait` ask), retried
+/// for a moment as a just-started manager becomes reachable.
+async fn answered(c: &Ctx, versions: &[String]) -> Result<()> {
+    let outcomes = webhook_probe::until_answered(&c.client, &c.ns, versions, ANSWER_WITHIN).await;
+    for o in outcomes {
+        if let Outcome::Failed(f) = o {
+            return Err(Error::StepFailed(format!("{} (the apiserver: {})", f.describe(), f.message)));
+        }
+    }
+    Ok(())
 }
 
 /// The step.
 pub async fn webhooks(c: &Ctx) -> Result<String> {
-    let Some(server) = served_by(c).await? else {
+    let Some((server, versions)) = served_by(c).await? else {
         return Err(Error::NotApplicable(
             "no webhook is registered (`kubectl runner install --with-manager`, \
              `kubectl runner run-manager --local-webhooks`, or `e2e --local-webhooks`)"
                 .into(),
         ));
     };
+    answered(c, &versions).await?;
     let host = format!("{}.e2e.example", c.ns);
     let gvk = GroupVersionKind::gvk(GROUP, "v1alpha1", "Runner");
     let old_api: Api<DynamicObject> =

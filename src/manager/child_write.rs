@@ -30,7 +30,7 @@ use super::child_step::{self, Live, Step, TakeOver};
 use super::error::{Error, Result};
 use super::revert_attribution::{self as revert, Revert};
 use crate::api::Runner;
-use crate::error::{FromApi, is_rejection};
+use crate::error::{FromApi, is_conflict, is_rejection};
 use crate::kinds::drift;
 use crate::kinds::packed::Packed;
 use crate::kinds::{ChildKind, Facts, trim, view};
@@ -219,8 +219,4 @@ fn wrote<K: ChildKind>(
     K::facts(&view, runner, facts);
     cache.recent.wrote(Packed::pack(view).map_err(encode)?);
     Ok(Outcome::Ours)
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
 }

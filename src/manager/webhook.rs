@@ -13,7 +13,9 @@ use kube::core::conversion::ConversionReview;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::error::Result;
+use super::error::{Error, Result};
+use crate::client::guarded;
+use crate::error::FromApi;
 use crate::webhook::local::SAVED_ANNOTATION;
 use crate::webhook::{Target, VALIDATING_CONFIG, service_dns_names};
 
@@ -28,7 +30,7 @@ pub mod validating;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
     pub listen: SocketAddr,
-    /// Where the CRD sends reviews (the Service, or `--webhook-url`).
+    /// Where the CRD sends reviews (the Service, or a URL: the tests' keeper).
     pub target: Target,
     /// The manager's namespace: its Secret, and its Service's DNS names.
     pub namespace: String,
@@ -57,7 +59,7 @@ impl WebhookConfig {
 /// rest (the Lease first) stops at once. Within the Pod's grace period.
 pub const DRAIN: Duration = Duration::from_secs(5);
 
-/// Pure: a URL the user gave (`--webhook-url`, a local run) has no
+/// Pure: a URL target (a process, not behind a Service) has no
 /// endpoints to follow; Ctrl-C there should not wait.
 pub fn drain_for(target: &Target) -> Duration {
     match target {
@@ -120,6 +122,24 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
 /// what it held in [`SAVED_ANNOTATION`]: this manager leaves it alone until
 /// the local one puts it back, or the two would rewrite each other's
 /// caBundle every round.
+/// The manager's error for a guarded write ([`guarded::write`]) of the
+/// cluster-scoped `kind name` that failed: the caller's own error from
+/// the read or decision, the write's, or one naming the bound.
+pub fn guarded_error(
+    kind: &'static str,
+    name: &str,
+    op: &'static str,
+    failed: guarded::Failed<Error>,
+) -> Error {
+    match failed {
+        guarded::Failed::Before(e) => e,
+        guarded::Failed::Write(e) => Error::api(op, kind, "", name, e),
+        guarded::Failed::KeptChanging => {
+            Error::Webhook(format!("{kind} {name} kept changing under {} guarded writes", guarded::ATTEMPTS))
+        }
+    }
+}
+
 pub fn held_locally(meta: &kube::api::ObjectMeta) -> bool {
     meta.annotations.as_ref().is_some_and(|a| a.contains_key(SAVED_ANNOTATION))
 }

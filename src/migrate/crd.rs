@@ -10,6 +10,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, O
 
 use super::{Error, Plan, Prune, preflight};
 use crate::api::{CRD_NAME, GROUP};
+use crate::client::guarded::{self, Step};
 use crate::error::{FromApi, is_not_found};
 
 /// Runners per LIST page: a page is what is held in memory at once.
@@ -84,31 +85,43 @@ pub async fn prune_after_migration(
     plan: &Plan,
 ) -> Result<Prune, Error> {
     let changed = Prune::CrdChanged { at_start: plan.crd_resource_version.clone() };
-    for _ in 0..5 {
-        let mut now = read(client).await?;
-        let stored_now = now.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
-        if stored_now == plan.stored_after() {
-            // The migrator pruned (1.37's does on success); the rest must
-            // still be as at the start for that to be the whole story.
-            if let Some(s) = now.status.as_mut() {
-                s.stored_versions = Some(plan.stored_before.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds = &crds;
+    let pruned = guarded::write(
+        || read(client),
+        |mut now| {
+            let stored_now = now.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
+            if stored_now == plan.stored_after() {
+                // The migrator pruned (1.37's does on success); the rest must
+                // still be as at the start for that to be the whole story.
+                if let Some(s) = now.status.as_mut() {
+                    s.stored_versions = Some(plan.stored_before.clone());
+                }
+                let unchanged = super::unchanged_but_conditions(at_start, &now);
+                return Ok(Step::Done(if unchanged { Prune::PrunedByMigration } else { changed.clone() }));
             }
-            let unchanged = super::unchanged_but_conditions(at_start, &now);
-            return Ok(if unchanged { Prune::PrunedByMigration } else { changed });
+            if !super::unchanged_but_conditions(at_start, &now) {
+                return Ok(Step::Done(changed.clone()));
+            }
+            // Guarded by the resourceVersion of this read.
+            let status = now.status.get_or_insert_with(CustomResourceDefinitionStatus::default);
+            status.stored_versions = Some(plan.stored_after());
+            Ok(Step::Write(now))
+        },
+        |pruned| async move {
+            crds.replace_status(CRD_NAME, &PostParams::default(), &pruned).await?;
+            Ok(Prune::Pruned)
+        },
+    )
+    .await;
+    match pruned {
+        Ok(p) => Ok(p),
+        Err(guarded::Failed::Before(e)) => Err(e),
+        Err(guarded::Failed::Write(e)) => {
+            Err(Error::api("update status of", "CustomResourceDefinition", "", CRD_NAME, e))
         }
-        if !super::unchanged_but_conditions(at_start, &now) {
-            return Ok(changed);
-        }
-        let guard = Plan {
-            crd_resource_version: now.metadata.resource_version.clone().unwrap_or_default(),
-            ..plan.clone()
-        };
-        match prune(client, &now, &guard).await? {
-            Prune::CrdChanged { .. } => continue,
-            done => return Ok(done),
-        }
+        Err(guarded::Failed::KeptChanging) => Ok(changed),
     }
-    Ok(changed)
 }
 
 /// The preflight's reads: every Runner at each old version the apiserver

@@ -24,7 +24,8 @@ impl Writes {
             while stopped.try_recv().is_err() {
                 sent += 1;
                 let at = started.elapsed().as_secs_f64();
-                if let Err(e) = kubectl_runner::client::runners::dry_run_v1alpha1(&client, &ns).await {
+                if let Err(e) = kubectl_runner::client::webhook_probe::dry_run(&client, &ns, "v1alpha1").await
+                {
                     failed.push(format!("{at:.1} s in: {e}"));
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -11,12 +11,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::jiff::Timestamp;
 
 use super::super::finding::{Code, Finding, ObjectRef};
-use super::super::snapshot::{ConversionState, Readable, Snapshot};
+use super::super::snapshot::{Readable, Snapshot};
 use super::super::view::conversion::{self as view, Target};
 use super::super::view::registrations;
 use super::certs::{self, Cert};
 use super::{age, human};
 use crate::api::CRD_NAME;
+use crate::client::webhook_probe as probe;
 use crate::manifests::MANAGER_NAME;
 use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
 use crate::webhook::SECRET;
@@ -47,13 +48,11 @@ fn secret_ref() -> ObjectRef {
     ObjectRef::new("Secret", NAMESPACE, SECRET)
 }
 
-/// Runner reads the apiserver refused for want of conversion: what it
-/// said, where the CRD sends conversion, whether that Service has ready
-/// endpoints, and how to bring the webhook back.
-///
-/// With no read failed yet, a Service target without a ready endpoint is a
-/// warning: nothing stored needed converting so far, but the first read or
-/// write at the other version will fail.
+/// The conversion webhook fails: Runner reads the apiserver refused for
+/// want of conversion, or diagnose's own dry run at a converted version
+/// ([`crate::client::webhook_probe`]). What the apiserver said, where the
+/// CRD sends conversion, what that Service has behind it, and the fix for
+/// the cause the apiserver named.
 fn unreachable(s: &Snapshot) -> Option<Finding> {
     let c = &s.conversion;
     if registrations::crd_abandoned(s) {
@@ -62,24 +61,21 @@ fn unreachable(s: &Snapshot) -> Option<Finding> {
         return None;
     }
     let target = s.crd.as_ref().and_then(view::target);
-    let mut f = if !c.failed_reads.is_empty() {
-        Finding::error(
-            Code::ConversionWebhookUnreachable,
-            crd_ref(),
-            "the apiserver cannot convert stored Runners: its conversion webhook fails, so reading Runners fails",
-        )
-    } else if matches!(target, Some(Target::Service { .. })) && !serves(c) {
-        Finding::warning(
-            Code::ConversionWebhookUnreachable,
-            crd_ref(),
-            "the conversion webhook's Service has no ready endpoint: the first read or write of a Runner at a \
-             version other than the stored one will fail",
-        )
-    } else {
-        return None;
+    let call = registrations::call_failure(s, probe::Registration::Conversion);
+    let message = match (c.failed_reads.is_empty(), call) {
+        (false, _) => {
+            "the apiserver cannot convert stored Runners: its conversion webhook fails, so reading Runners fails"
+                .to_string()
+        }
+        (true, Some(call)) => call.describe(),
+        (true, None) => return None,
     };
+    let mut f = Finding::error(Code::ConversionWebhookUnreachable, crd_ref(), message);
     for read in &c.failed_reads {
         f = f.evidence(format!("{}: {}", read.what, read.error));
+    }
+    if let Some(call) = call {
+        f = f.evidence(registrations::call_evidence(s, call));
     }
     f = f.evidence(match (&target, &s.crd) {
         (Some(t), _) => format!("the CRD sends conversion to {}", t.describe()),
@@ -87,7 +83,15 @@ fn unreachable(s: &Snapshot) -> Option<Finding> {
         (None, None) => "the CRD could not be read: where it sends conversion is unknown".into(),
     });
     f = f.evidence(service_evidence(s, crate::webhook::PATH));
-    Some(f.fix(fix_unreachable(target.as_ref())))
+    let cause = match call {
+        Some(call) => call.cause,
+        None => c.failed_reads.first().map_or(probe::Cause::Other, |r| probe::Cause::of(&r.error)),
+    };
+    let url = match &target {
+        Some(Target::Url(url)) => Some(url.as_str()),
+        _ => None,
+    };
+    Some(f.fix(probe::fix(probe::Registration::Conversion, cause, url)))
 }
 
 /// What the webhook's Service ([`view::service`]) has behind it, for
@@ -107,29 +111,6 @@ pub(super) fn service_evidence(s: &Snapshot, path: &str) -> String {
             format!("the endpoints of Service {ns}/{name} are not readable ({} {})", n.verb, n.resource)
         }
         _ => format!("the endpoints of Service {ns}/{name} could not be read"),
-    }
-}
-
-/// False when the webhook's Service is known to be missing or to have no
-/// ready endpoint; true when it has one or that could not be seen.
-pub(super) fn serves(c: &ConversionState) -> bool {
-    match (&c.service, &c.endpoints) {
-        (Readable::Read(None), _) => false,
-        (_, Readable::Read(slices)) => !ready_addresses(slices).is_empty(),
-        _ => true,
-    }
-}
-
-/// The one place that says how to bring the webhook back (conversion
-/// and admission are served by the same manager).
-pub(super) fn fix_unreachable(target: Option<&Target>) -> String {
-    match target {
-        Some(Target::Url(url)) => format!(
-            "start the manager that serves {url} (kubectl runner run-manager), or convert in the cluster: kubectl runner install --with-manager"
-        ),
-        _ => format!(
-            "kubectl runner install --with-manager   # or: kubectl -n {NAMESPACE} rollout status deployment/{MANAGER_NAME}; every replica serves /convert"
-        ),
     }
 }
 

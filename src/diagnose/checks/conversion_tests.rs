@@ -8,6 +8,7 @@ use super::certs::tests::{
 };
 use super::conversion::{NEAR_EXPIRY, check};
 use super::fixtures::{self, with_webhook};
+use crate::client::webhook_probe as probe;
 use crate::diagnose::finding::{Code, Finding, Severity};
 use crate::diagnose::snapshot::{Gap, Readable, Snapshot, WebhookCerts};
 use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
@@ -61,7 +62,9 @@ fn a_failed_runner_list_comes_first_naming_the_service_its_endpoints_and_the_fix
         f.evidence[2],
         "Service runner-system/runner-webhook has no ready endpoints: no manager serves /convert behind it"
     );
-    assert!(f.fix.as_deref().unwrap().starts_with("kubectl runner install --with-manager"), "{f:#?}");
+    let fix = f.fix.as_deref().unwrap();
+    assert!(fix.starts_with("make the in-cluster manager ready"), "no endpoints: {f:#?}");
+    assert!(fix.contains("run-manager --local-webhooks --take-over"), "{f:#?}");
     let skipped = with_code(&all, Code::NotReadable);
     assert_eq!(skipped.len(), 1, "{all:#?}");
     assert!(skipped[0].message.starts_with("Runners not readable"), "{}", skipped[0].message);
@@ -83,29 +86,44 @@ fn the_unreachable_webhook_says_what_the_service_has_and_a_url_gets_its_own_fix(
     (cc.service, cc.url) = (None, Some(url.into()));
     let f = &check(&s)[0];
     assert_eq!(f.evidence[1], format!("the CRD sends conversion to URL {url}"));
-    assert!(f.fix.as_deref().unwrap().contains(&format!("start the manager that serves {url}")), "{f:#?}");
+    assert!(
+        f.fix.as_deref().unwrap().contains(&format!("start the local manager that serves {url}")),
+        "{f:#?}"
+    );
+}
+
+/// What the apiserver answers a dry-run create at v1alpha1 when the
+/// conversion webhook's certificate does not verify.
+fn conversion_call_fails(s: &mut Snapshot) {
+    let message = "conversion webhook for lab.cloudlab.training/v1alpha1, Kind=Runner failed: Post \
+        \"https://runner-webhook.runner-system.svc:443/convert?timeout=30s\": tls: failed to verify certificate: \
+        x509: certificate signed by unknown authority";
+    s.registrations.probe_namespace = "default".into();
+    s.registrations.probes = vec![probe::Outcome::Passed, probe::judge("v1alpha1", Some((500, message)))];
 }
 
 #[test]
-fn a_service_without_a_ready_endpoint_is_a_warning_before_any_read_fails() {
+fn a_dry_run_the_apiserver_cannot_convert_is_an_error_with_its_words_even_with_ready_endpoints() {
     let mut s = with_webhook(CA, SERVING);
-    s.conversion.endpoints = Readable::Read(vec![fixtures::endpoint_slice(&[("10.0.0.7", Some(false))])]);
+    conversion_call_fails(&mut s);
     let f = check(&s);
     assert_eq!(conversion_codes(&s), [Code::ConversionWebhookUnreachable], "{f:#?}");
-    assert_eq!(f[0].severity, Severity::Warning);
-    assert_eq!(
-        f[0].evidence[0],
-        "the CRD sends conversion to Service runner-system/runner-webhook (port 443, path /convert)"
+    assert_eq!(f[0].severity, Severity::Error);
+    assert!(
+        f[0].message.contains("conversion webhook fails") && f[0].message.contains("at v1alpha1"),
+        "{f:#?}"
     );
-    s.conversion.service = Readable::Read(None);
-    assert_eq!(check(&s)[0].evidence[1], "Service runner-system/runner-webhook does not exist");
-    // Not said first: only a failed read hides the Runners.
-    s.access[0].allowed = false;
-    let all = super::run(&s);
-    assert_eq!((all[0].code, all[0].severity), (Code::PermissionDenied, Severity::Error), "{all:#?}");
-    // Endpoints that could not be read: nothing to say.
-    s.conversion.service = Readable::Unknown;
-    s.conversion.endpoints = Readable::Unknown;
+    assert!(f[0].evidence[0].starts_with("a dry-run create of a Runner at v1alpha1 in namespace default: "));
+    assert!(f[0].evidence[0].contains("x509: certificate signed by unknown authority"), "{f:#?}");
+    assert_eq!(f[0].evidence[2], "Service runner-system/runner-webhook has ready endpoints: 10.0.0.7");
+    assert!(f[0].fix.as_deref().unwrap().contains("caBundle"), "{f:#?}");
+}
+
+#[test]
+fn a_service_without_a_ready_endpoint_is_no_finding_while_the_apiserver_answers() {
+    let mut s = with_webhook(CA, SERVING);
+    s.conversion.endpoints = Readable::Read(vec![fixtures::endpoint_slice(&[("10.0.0.7", Some(false))])]);
+    s.registrations.probes = vec![probe::Outcome::Passed, probe::Outcome::Passed];
     assert_eq!(conversion_codes(&s), []);
 }
 

@@ -211,7 +211,7 @@ pub fn healthy() -> Snapshot {
         runners: vec![runner_state()],
         runners_not_read: vec![],
         conversion: ConversionState::default(),
-        registrations: RegistrationsState { validating: Readable::Read(None), leases: Default::default() },
+        registrations: RegistrationsState { validating: Readable::Read(None), ..Default::default() },
         gaps: vec![],
     }
 }

@@ -5,16 +5,15 @@
 //! until someone puts them back. That is said first, before the conversion
 //! failure it explains, with `diagnose --fix` as the fix. A holder whose
 //! Lease is fresh is only noted; an annotation that does not parse is
-//! reported and never restored from. Besides: a validating webhook routed
-//! to the in-cluster Service with no ready endpoint refuses creates too.
-
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhook;
+//! reported and never restored from. Besides: a validating webhook the
+//! apiserver could not call in diagnose's dry run refuses creates too.
 
 use super::super::finding::{Code, Finding, ObjectRef};
-use super::super::snapshot::Snapshot;
+use super::super::snapshot::{Readable, Snapshot};
 use super::super::view::conversion::{self as conversion_view, Target};
 use super::super::view::registrations::{self as view, Holding, Object, Registration, admission_target};
-use super::conversion::{fix_unreachable, serves, service_evidence};
+use super::conversion::service_evidence;
+use crate::client::webhook_probe as probe;
 use crate::webhook::local::SAVED_ANNOTATION;
 use crate::webhook::{VALIDATE_PATH, VALIDATING_CONFIG};
 
@@ -25,6 +24,7 @@ pub fn check(s: &Snapshot) -> Vec<Finding> {
     let registrations = view::read(s);
     let mut out: Vec<Finding> = registrations.iter().filter_map(|r| registration(s, r)).collect();
     out.extend(admission_unreachable(s));
+    out.extend(not_checked(s));
     out.extend(not_readable(s, &registrations));
     out
 }
@@ -102,42 +102,58 @@ fn invalid(r: &Registration, why: &str) -> Finding {
     ))
 }
 
-/// The validating webhook routes to the webhook's Service, which has no
-/// ready endpoint: with failurePolicy Fail every Runner create and update
-/// is refused. The Service is judged as the conversion check judges it.
+/// The apiserver could not call the validating webhook in diagnose's dry
+/// run ([`crate::client::webhook_probe`]): with failurePolicy Fail every
+/// Runner create and update is refused. Its own words are the evidence; a
+/// Service with ready endpoints proves nothing (a wrong caBundle, a wrong
+/// path). Left to `local-webhooks-abandoned` when a dead local manager
+/// holds it.
 fn admission_unreachable(s: &Snapshot) -> Option<Finding> {
-    let vwc = s.registrations.validating.get()?.as_ref()?;
-    let (ns, name) = conversion_view::service(s.crd.as_ref());
-    let routed = |w: &&ValidatingWebhook| {
-        matches!(admission_target(&w.client_config),
-                 Some(Target::Service { namespace, name: n, .. }) if namespace == ns && n == name)
-    };
-    let routed: Vec<&ValidatingWebhook> = vwc.webhooks.iter().flatten().filter(routed).collect();
-    if routed.is_empty() || serves(&s.conversion) {
+    let failure = view::call_failure(s, probe::Registration::Validation)?;
+    if view::abandoned(s, Object::Validating) {
         return None;
     }
     let object = ObjectRef::new(Object::Validating.kind(), "", VALIDATING_CONFIG);
-    let mut f = if routed.iter().any(|w| w.failure_policy.as_deref() != Some("Ignore")) {
-        Finding::error(
-            Code::AdmissionWebhookUnreachable,
-            object,
-            "the validating webhook's Service has no ready endpoint: creates and updates of Runners are refused \
-             (failurePolicy Fail); deletes still go through",
-        )
-    } else {
-        Finding::warning(
-            Code::AdmissionWebhookUnreachable,
-            object,
-            "the validating webhook's Service has no ready endpoint: creates and updates of Runners wait for its \
-             timeout, then are admitted unchecked (failurePolicy Ignore)",
-        )
-    };
-    for w in &routed {
-        let target = admission_target(&w.client_config).map(|t| t.describe()).unwrap_or_default();
-        f = f.evidence(format!("the webhook {} sends admission reviews to {target}", w.name));
+    let mut f = Finding::error(Code::AdmissionWebhookUnreachable, object, failure.describe())
+        .evidence(view::call_evidence(s, failure));
+    let ours = s.registrations.validating.get().and_then(Option::as_ref).and_then(|v| v.webhooks.clone());
+    let targets: Vec<(String, Target)> = ours
+        .into_iter()
+        .flatten()
+        .filter_map(|w| Some((w.name.clone(), admission_target(&w.client_config)?)))
+        .collect();
+    for (name, target) in &targets {
+        f = f.evidence(format!("the webhook {name} sends admission reviews to {}", target.describe()));
     }
-    // Routed to the Service: the in-cluster manager's fix.
-    Some(f.evidence(service_evidence(s, VALIDATE_PATH)).fix(fix_unreachable(None)))
+    if targets.iter().any(|(_, t)| matches!(t, Target::Service { .. })) {
+        f = f.evidence(service_evidence(s, VALIDATE_PATH));
+    }
+    let url = targets.iter().find_map(|(_, t)| match t {
+        Target::Url(url) => Some(url.as_str()),
+        Target::Service { .. } => None,
+    });
+    Some(f.fix(failure.fix(url)))
+}
+
+/// The dry runs could not tell (no permission to create Runners there, no
+/// such namespace) while a registration of ours exists or could not be
+/// read: a note, not an alarm.
+fn not_checked(s: &Snapshot) -> Option<Finding> {
+    let why = s.registrations.probes.iter().find_map(|o| match o {
+        probe::Outcome::NotChecked(why) => Some(why),
+        _ => None,
+    })?;
+    let converts = s.crd.as_ref().and_then(conversion_view::target).is_some();
+    let validates = !matches!(s.registrations.validating, Readable::Read(None));
+    if !converts && !validates {
+        return None;
+    }
+    let message = format!("whether the apiserver can call the webhooks was not checked: {why}");
+    let f = Finding::info(Code::NotReadable, ObjectRef::new("Diagnose", "", "webhook-probe"), message);
+    Some(
+        f.evidence(format!("a dry-run create of a Runner in namespace {}", s.registrations.probe_namespace))
+            .fix("kubectl runner diagnose -n NAMESPACE, for a namespace where you may create Runners, or an administrator's kubectl runner diagnose"),
+    )
 }
 
 /// Reads refused for these checks, said once: a tenant may not read the

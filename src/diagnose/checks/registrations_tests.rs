@@ -9,6 +9,7 @@ use super::certs::tests::{CA, SERVING};
 use super::fixtures::{self, LOCAL_NS, abandoned, local_lease, locally_served, with_webhook};
 use super::registrations::{FIX, check};
 use crate::client::children::NotReadable;
+use crate::client::webhook_probe as probe;
 use crate::diagnose::finding::{Code, Finding, Severity};
 use crate::diagnose::snapshot::{Gap, Readable, Snapshot};
 use crate::webhook::local::SAVED_ANNOTATION;
@@ -169,28 +170,54 @@ fn installed(s: &mut Snapshot, failure_policy: &str) {
     s.registrations.validating = Readable::Read(Some(vwc));
 }
 
+const NO_ENDPOINTS: &str = "Internal error occurred: failed calling webhook \
+    \"validate.runners.lab.cloudlab.training\": failed to call webhook: Post \
+    \"https://runner-webhook.runner-system.svc:443/validate?timeout=5s\": no endpoints available for service \
+    \"runner-webhook\"";
+
 #[test]
-fn a_validating_webhook_whose_service_has_no_ready_endpoint_refuses_creates() {
+fn a_validating_webhook_the_apiserver_cannot_call_refuses_creates_in_its_words() {
     let mut s = with_webhook(CA, SERVING);
     installed(&mut s, "Fail");
+    s.registrations.probe_namespace = "default".into();
+    s.registrations.probes = vec![probe::Outcome::Passed];
     assert_eq!(check(&s), [], "served");
-    s.conversion.endpoints = Readable::Read(vec![fixtures::endpoint_slice(&[("10.0.0.7", Some(false))])]);
+    // Ready endpoints or not, the apiserver's answer decides.
+    s.registrations.probes = vec![probe::judge(crate::api::VERSION, Some((500, NO_ENDPOINTS)))];
     let f = check(&s);
     assert_eq!(codes(&f), [(Code::AdmissionWebhookUnreachable, Severity::Error)], "{f:#?}");
-    assert!(f[0].message.contains("creates and updates of Runners are refused"), "{f:#?}");
+    assert!(
+        f[0].message.contains("runner-validation") && f[0].message.contains("no ready endpoint"),
+        "{f:#?}"
+    );
+    assert!(f[0].message.contains("every Runner create and update is refused"), "{f:#?}");
     assert_eq!(
         f[0].evidence,
         [
+            format!(
+                "a dry-run create of a Runner at {} in namespace default: {NO_ENDPOINTS}",
+                crate::api::VERSION
+            ),
             "the webhook validate.runners.lab.cloudlab.training sends admission reviews to Service \
-             runner-system/runner-webhook (port 443, path /validate)",
-            "Service runner-system/runner-webhook has no ready endpoints: no manager serves /validate behind it",
+             runner-system/runner-webhook (port 443, path /validate)"
+                .into(),
+            "Service runner-system/runner-webhook has ready endpoints: 10.0.0.7".to_string(),
         ]
     );
-    assert!(f[0].fix.as_deref().unwrap().starts_with("kubectl runner install --with-manager"), "{f:#?}");
+    assert!(f[0].fix.as_deref().unwrap().starts_with("make the in-cluster manager ready"), "{f:#?}");
+}
 
-    installed(&mut s, "Ignore");
-    assert_eq!(codes(&check(&s)), [(Code::AdmissionWebhookUnreachable, Severity::Warning)]);
-    // Endpoints not seen: nothing to judge.
-    s.conversion.endpoints = Readable::Unknown;
-    assert_eq!(check(&s), []);
+#[test]
+fn a_dry_run_refused_for_want_of_permission_is_a_note_only_where_a_webhook_is_registered() {
+    let mut s = with_webhook(CA, SERVING);
+    s.registrations.probes = vec![probe::judge(crate::api::VERSION, Some((403, "forbidden")))];
+    let f = check(&s);
+    assert_eq!(codes(&f), [(Code::NotReadable, Severity::Info)], "{f:#?}");
+    assert!(
+        f[0].message.contains("not checked") && f[0].message.contains("may not create Runners"),
+        "{f:#?}"
+    );
+    let mut plain = fixtures::healthy();
+    plain.registrations.probes = s.registrations.probes.clone();
+    assert_eq!(check(&plain), [], "nothing registered: nothing to check");
 }

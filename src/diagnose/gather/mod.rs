@@ -1,7 +1,8 @@
 //! The only diagnose code that calls the API: reads the installation, the
 //! manager, the ServiceAccount's access and the Runners in scope into a
-//! [`Snapshot`]. Read-only, except for creating SubjectAccessReviews (which
-//! store nothing).
+//! [`Snapshot`]. Read-only, except for creating SubjectAccessReviews and
+//! dry-run Runners (`dryRun=All`, to ask whether the apiserver can call the
+//! webhooks), which store nothing.
 //!
 //! Gathering never fails: an unreachable cluster is `Snapshot::cluster`, any
 //! other failed read is a [`Gap`], so the user still gets every finding that
@@ -12,6 +13,7 @@
 //!            ValidatingWebhookConfiguration          └─► Runners ─► children, Pods, Events
 //!                                                  └─► conversion webhook: Service, EndpointSlices, Secret
 //!                                                  └─► the Lease of each local manager an annotation names
+//!                                                  └─► a dry-run create per version: can the apiserver call the webhooks?
 //!                                                      ... churn window ... Runners again
 //!                                                      ... --observe: watch them meanwhile
 //! ```
@@ -29,6 +31,7 @@ use kube::api::{Api, ListParams};
 use super::snapshot::*;
 use super::view::registrations as registrations_view;
 use crate::api::CRD_NAME;
+use crate::client::webhook_probe;
 use crate::manifests::{LEADER_LEASE, MANAGER_NAME, MANAGER_NAMESPACE, PRESENCE_LABEL};
 
 mod access;
@@ -36,6 +39,11 @@ mod conversion;
 mod observe;
 mod registrations;
 mod runners;
+
+/// Where the webhooks are probed with `-A`: a namespace every cluster has.
+/// With namespaces asked about, the first of them (a tenant may create
+/// Runners there only).
+const PROBE_NAMESPACE: &str = "default";
 
 /// What to diagnose.
 #[derive(Debug, Clone)]
@@ -144,12 +152,21 @@ pub async fn gather(client: &Client, req: &Request) -> Snapshot {
     let admission_via_service =
         validating.is_some_and(|v| v.webhooks.iter().flatten().any(|w| w.client_config.service.is_some()));
     let lease_namespaces = registrations_view::lease_namespaces(s.crd.as_ref(), validating);
-    let ((conversion, conversion_gaps), (leases, lease_gaps)) = tokio::join!(
+    let probe_namespace = req.namespaces.first().cloned().unwrap_or_else(|| PROBE_NAMESPACE.into());
+    let probes = async {
+        let versions = if crd_absent { vec![] } else { webhook_probe::versions(s.crd.as_ref()) };
+        let calls = versions.iter().map(|v| webhook_probe::probe(client, &probe_namespace, v));
+        futures::future::join_all(calls).await
+    };
+    let ((conversion, conversion_gaps), (leases, lease_gaps), probes) = tokio::join!(
         conversion::read(client, s.crd.as_ref(), !unconverted.is_empty() || admission_via_service),
         registrations::read_leases(client, lease_namespaces),
+        probes,
     );
     s.conversion = ConversionState { failed_reads: unconverted, ..conversion };
     s.registrations.leases = leases;
+    s.registrations.probes = probes;
+    s.registrations.probe_namespace = probe_namespace;
     gaps.0.extend(conversion_gaps.0);
     gaps.0.extend(lease_gaps.0);
     let targets = observe::targets(&s.runners);

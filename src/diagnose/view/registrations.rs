@@ -5,6 +5,7 @@
 //! from it, gather reads the Leases it names, and `--fix` judges the Lease
 //! it re-reads by the same rule ([`holding`]).
 
+use crate::client::webhook_probe as probe;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhookConfiguration, WebhookClientConfig};
@@ -154,7 +155,29 @@ pub fn read(s: &Snapshot) -> Vec<Registration> {
 /// the conversion check then leaves the failure to the registration
 /// check, which names the cause.
 pub fn crd_abandoned(s: &Snapshot) -> bool {
-    read(s).iter().any(|r| r.object == Object::Crd && r.saved.as_ref().is_ok_and(|h| h.holding.abandoned()))
+    abandoned(s, Object::Crd)
+}
+
+/// True when `object` points at a local manager that is gone.
+pub fn abandoned(s: &Snapshot, object: Object) -> bool {
+    read(s).iter().any(|r| r.object == object && r.saved.as_ref().is_ok_and(|h| h.holding.abandoned()))
+}
+
+/// The first failure the apiserver answered, in diagnose's dry runs, for
+/// `registration`: the one verdict on whether it can be called.
+pub fn call_failure(s: &Snapshot, registration: probe::Registration) -> Option<&probe::Failure> {
+    s.registrations.probes.iter().find_map(|o| match o {
+        probe::Outcome::Failed(f) if f.registration == registration => Some(f),
+        _ => None,
+    })
+}
+
+/// The dry run that failed and the apiserver's words, for evidence.
+pub fn call_evidence(s: &Snapshot, f: &probe::Failure) -> String {
+    format!(
+        "a dry-run create of a Runner at {} in namespace {}: {}",
+        f.version, s.registrations.probe_namespace, f.message
+    )
 }
 
 /// The namespaces of the Leases the registrations' annotations name:

@@ -12,12 +12,12 @@ use serde_json::json;
 use tracing::info;
 
 use crate::api::CRD_NAME;
+use crate::client::guarded::{self, Step};
 use crate::error::FromApi;
 use crate::manager::error::{Error, Result};
 use crate::webhook::{FIELD_MANAGER, Target};
 
-/// Attempts when other writers keep changing the CRD.
-const ATTEMPTS: usize = 5;
+const KIND: &str = "CustomResourceDefinition";
 
 /// Pure: the apply body that makes the CRD trust `ca_bundle` (PEM) on
 /// `target`; None when `crd` already does, (with the Service as target)
@@ -57,28 +57,29 @@ pub fn apply_body(
     }
 }
 
-/// Reads the CRD and applies [`apply_body`] until it holds. Ok(false) when
-/// the CRD does not convert through a webhook (nothing to do for the
-/// Service target; the caller says so once).
+/// Reads the CRD and applies [`apply_body`] until it holds (a
+/// [`guarded::write`]). Ok(false) when the CRD does not convert through a
+/// webhook (nothing to do for the Service target; the caller says so once).
 pub async fn ensure_ca_bundle(client: &kube::Client, target: &Target, ca_bundle: &str) -> Result<bool> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let err = |op, e| Error::api(op, "CustomResourceDefinition", "", CRD_NAME, e);
-    for _ in 0..ATTEMPTS {
-        let crd = crds.get(CRD_NAME).await.map_err(|e| err("get", e))?;
-        let Some(body) = apply_body(&crd, target, ca_bundle) else {
-            return Ok(crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook"));
-        };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match crds.patch(CRD_NAME, &params, &Patch::Apply(&body)).await {
-            Ok(_) => {
-                info!("the Runner CRD's conversion caBundle now matches the webhook's CA");
-                return Ok(true);
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(err("apply caBundle to", e)),
-        }
-    }
-    Err(Error::Webhook(format!("the CRD {CRD_NAME} kept changing under {ATTEMPTS} writes of its caBundle")))
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let (crds, params) = (&crds, &params);
+    guarded::write(
+        || async move { crds.get(CRD_NAME).await.map_err(|e| Error::api("get", KIND, "", CRD_NAME, e)) },
+        |crd| {
+            Ok(match apply_body(&crd, target, ca_bundle) {
+                None => Step::Done(crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook")),
+                Some(body) => Step::Write(body),
+            })
+        },
+        |body| async move {
+            crds.patch(CRD_NAME, params, &Patch::Apply(&body)).await?;
+            info!("the Runner CRD's conversion caBundle now matches the webhook's CA");
+            Ok(true)
+        },
+    )
+    .await
+    .map_err(|f| super::guarded_error(KIND, CRD_NAME, "apply caBundle to", f))
 }
 
 #[cfg(test)]

@@ -20,15 +20,14 @@ use tracing::{info, warn};
 
 use super::serve::CertSlot;
 use super::{crd, validating};
-use crate::error::FromApi;
+use crate::client::guarded::{self, Step};
+use crate::error::{FromApi, is_conflict};
 use crate::manager::error::{Error, Result};
-use crate::webhook::certs::{self, LIFETIMES, Material};
+use crate::webhook::certs::{self, LIFETIMES};
 use crate::webhook::{SECRET, Target, secret};
 
 /// Looked at again at least this often, changed or not.
 const RECHECK: Duration = Duration::from_secs(60);
-/// Attempts of one round when other replicas keep winning the write.
-const ATTEMPTS: usize = 5;
 
 /// What one replica needs to keep the Secret and the caBundle.
 pub struct Keeper {
@@ -52,37 +51,49 @@ pub struct Kept {
 }
 
 impl Keeper {
-    /// Reads, renews if the plan says so, serves, and fixes the caBundle.
+    /// Reads, renews if the plan says so (a [`guarded::write`]: of
+    /// replicas writing at once one wins, the others read the winner's
+    /// certificates), serves, and fixes the caBundles.
     pub async fn round(&self) -> Result<Kept> {
-        for _ in 0..ATTEMPTS {
-            let current = self.read().await?;
-            let now = Utc::now();
-            let material = secret::material(current.data.as_ref());
-            let plan = certs::plan(now, &material, &self.names, &LIFETIMES);
-            let (kept, material) = if plan.keeps() {
-                (current, material)
-            } else {
+        let mut next_check = Utc::now();
+        let (kept, material) = guarded::write(
+            || self.read(),
+            |current| {
+                let now = Utc::now();
+                let material = secret::material(current.data.as_ref());
+                let plan = certs::plan(now, &material, &self.names, &LIFETIMES);
+                next_check = plan.next_check;
+                if plan.keeps() {
+                    return Ok(Step::Done((current, material)));
+                }
                 let next = certs::carry_out(&plan, now, &material, &self.names, &LIFETIMES)
                     .map_err(|e| Error::Webhook(format!("cannot make certificates: {e}")))?;
-                match self.write(current, &next).await? {
-                    Some(written) => {
-                        info!(ca = ?plan.ca, serving = ?plan.serving, expired_cas = plan.expired_cas, "renewed the webhook's certificates");
-                        (written, next)
-                    }
-                    None => continue, // another replica wrote first: read theirs
-                }
-            };
-            self.slot.load(&material.tls_crt, &material.tls_key).map_err(Error::Webhook)?;
-            let converts = crd::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
-            let validates =
-                validating::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
-            let resource_version = kept.metadata.resource_version.unwrap_or_default();
-            return Ok(Kept { resource_version, next_check: plan.next_check, converts, validates });
-        }
-        Err(Error::Webhook(format!(
-            "Secret {}/{SECRET} kept changing under {ATTEMPTS} writes",
-            self.namespace
-        )))
+                info!(ca = ?plan.ca, serving = ?plan.serving, expired_cas = plan.expired_cas, "renewing the webhook's certificates");
+                let mut renewed = current;
+                renewed.data = Some(secret::data(&next));
+                renewed.string_data = None;
+                Ok(Step::Write((renewed, next)))
+            },
+            |(renewed, next)| async move {
+                let written = self.secrets.replace(SECRET, &PostParams::default(), &renewed).await?;
+                Ok((written, next))
+            },
+        )
+        .await
+        .map_err(|f| match f {
+            guarded::Failed::Before(e) => e,
+            guarded::Failed::Write(e) => self.err("update", e),
+            guarded::Failed::KeptChanging => Error::Webhook(format!(
+                "Secret {}/{SECRET} kept changing under {} writes",
+                self.namespace,
+                guarded::ATTEMPTS
+            )),
+        })?;
+        self.slot.load(&material.tls_crt, &material.tls_key).map_err(Error::Webhook)?;
+        let converts = crd::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
+        let validates = validating::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
+        let resource_version = kept.metadata.resource_version.unwrap_or_default();
+        Ok(Kept { resource_version, next_check, converts, validates })
     }
 
     /// The Secret; created empty when nothing did (install does, so the
@@ -97,21 +108,8 @@ impl Keeper {
         };
         match self.secrets.create(&PostParams::default(), &empty).await {
             Ok(s) => Ok(s),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                self.secrets.get(SECRET).await.map_err(|e| self.err("get", e))
-            }
+            Err(e) if is_conflict(&e) => self.secrets.get(SECRET).await.map_err(|e| self.err("get", e)),
             Err(e) => Err(self.err("create", e)),
-        }
-    }
-
-    /// An update guarded by `current`'s resourceVersion; None on a conflict.
-    async fn write(&self, mut current: Secret, m: &Material) -> Result<Option<Secret>> {
-        current.data = Some(secret::data(m));
-        current.string_data = None;
-        match self.secrets.replace(SECRET, &PostParams::default(), &current).await {
-            Ok(s) => Ok(Some(s)),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
-            Err(e) => Err(self.err("update", e)),
         }
     }
 

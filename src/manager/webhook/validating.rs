@@ -5,7 +5,7 @@
 //! resourceVersion just read.
 //!
 //! The keeper never creates it: `install --with-manager` or a local
-//! manager does. A manager run as a process (`--webhook-url`) that created
+//! manager does. A manager run as a process (a URL target) that created
 //! one and then died would leave every Runner write in the cluster refused
 //! (failurePolicy Fail) with nothing to restore it; the CRD, by contrast,
 //! always exists, and a conversion pointed at a dead URL fails reads only.
@@ -15,12 +15,12 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tracing::info;
 
-use crate::error::FromApi;
+use crate::client::guarded::{self, Step};
+use crate::error::{FromApi, is_not_found};
 use crate::manager::error::{Error, Result};
 use crate::webhook::{FIELD_MANAGER, Target, VALIDATING_CONFIG, VALIDATING_WEBHOOK};
 
-/// Attempts when other writers keep changing the configuration.
-const ATTEMPTS: usize = 5;
+const KIND: &str = "ValidatingWebhookConfiguration";
 
 /// Pure: the apply body that makes the configuration's webhook trust
 /// `ca_bundle` (PEM) on `target`; None when it already does, when it has
@@ -61,29 +61,38 @@ pub fn apply_body(
     }
 }
 
-/// Reads the configuration and applies [`apply_body`] until it holds.
-/// Ok(false) when there is none (installed without it, or deleted).
+/// Reads the configuration and applies [`apply_body`] until it holds (a
+/// [`guarded::write`]). Ok(false) when there is none (installed without
+/// it, or deleted, also between the read and the write).
 pub async fn ensure_ca_bundle(client: &kube::Client, target: &Target, ca_bundle: &str) -> Result<bool> {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let err = |op, e| Error::api(op, "ValidatingWebhookConfiguration", "", VALIDATING_CONFIG, e);
-    for _ in 0..ATTEMPTS {
-        let Some(vwc) = api.get_opt(VALIDATING_CONFIG).await.map_err(|e| err("get", e))? else {
-            return Ok(false);
-        };
-        let Some(body) = apply_body(&vwc, target, ca_bundle) else { return Ok(true) };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match api.patch(VALIDATING_CONFIG, &params, &Patch::Apply(&body)).await {
-            Ok(_) => {
-                info!("the Runner validating webhook's caBundle now matches the webhook's CA");
-                return Ok(true);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let (api, params) = (&api, &params);
+    guarded::write(
+        || async move {
+            api.get_opt(VALIDATING_CONFIG)
+                .await
+                .map_err(|e| Error::api("get", KIND, "", VALIDATING_CONFIG, e))
+        },
+        |vwc| {
+            Ok(match vwc {
+                None => Step::Done(false),
+                Some(vwc) => apply_body(&vwc, target, ca_bundle).map_or(Step::Done(true), Step::Write),
+            })
+        },
+        |body| async move {
+            match api.patch(VALIDATING_CONFIG, params, &Patch::Apply(&body)).await {
+                Ok(_) => {
+                    info!("the Runner validating webhook's caBundle now matches the webhook's CA");
+                    Ok(true)
+                }
+                Err(e) if is_not_found(&e) => Ok(false),
+                Err(e) => Err(e),
             }
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => continue,
-            Err(e) => return Err(err("apply caBundle to", e)),
-        }
-    }
-    Err(Error::Webhook(format!(
-        "the ValidatingWebhookConfiguration {VALIDATING_CONFIG} kept changing under {ATTEMPTS} writes of its caBundle"
-    )))
+        },
+    )
+    .await
+    .map_err(|f| super::guarded_error(KIND, VALIDATING_CONFIG, "apply caBundle to", f))
 }
 
 #[cfg(test)]

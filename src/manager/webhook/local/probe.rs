@@ -1,13 +1,13 @@
 //! Proves the apiserver reaches a local manager before anyone relies on
-//! it: a dry-run create of a v1alpha1 Runner
-//! ([`crate::client::runners::dry_run_v1alpha1`]) goes through both
+//! it: a dry-run create of a Runner at a converted version
+//! ([`crate::client::webhook_probe`]) goes through both
 //! webhooks and stores nothing. A cluster that cannot dial this machine (a remote one) fails
 //! here, and the manager hands the registrations back at once instead of
 //! leaving every Runner write failing.
 
 use std::time::{Duration, Instant};
 
-use crate::client::runners::{dry_run_v1alpha1, webhook_failure};
+use crate::client::webhook_probe::{self, Outcome};
 
 use super::super::serve::Calls;
 
@@ -34,11 +34,14 @@ const SETTLE: Duration = Duration::from_secs(10);
 pub async fn probe(client: &kube::Client, namespace: &str, calls: &Calls) -> Probe {
     let started = Instant::now();
     let before = calls.counts();
+    // A version other than the storage one: its create needs conversion.
+    let version =
+        crate::api::VERSIONS.iter().find(|v| **v != crate::api::VERSION).unwrap_or(&crate::api::VERSION);
     loop {
         let settling = started.elapsed() < SETTLE;
-        match dry_run_v1alpha1(client, namespace).await {
-            Err(kube::Error::Api(s)) if s.code == 404 && settling && !s.message.contains("namespaces") => {}
-            Ok(()) => {
+        match webhook_probe::probe(client, namespace, version).await {
+            Outcome::Unserved if settling => {}
+            Outcome::Passed => {
                 let (conversions, admissions) = calls.counts();
                 if conversions > before.0 && admissions > before.1 {
                     return Probe::Served(started.elapsed());
@@ -51,8 +54,11 @@ pub async fn probe(client: &kube::Client, namespace: &str, calls: &Calls) -> Pro
                     ));
                 }
             }
-            Err(kube::Error::Api(s)) if webhook_failure(&s) => return Probe::Unreachable(s.message.clone()),
-            Err(e) => return Probe::NotProbed(crate::error::describe_kube(&e)),
+            Outcome::Failed(f) => return Probe::Unreachable(f.message),
+            Outcome::Unserved => {
+                return Probe::NotProbed(format!("the apiserver does not serve Runners at {version}"));
+            }
+            Outcome::NotChecked(why) => return Probe::NotProbed(why),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

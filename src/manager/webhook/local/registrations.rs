@@ -9,28 +9,19 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use tracing::warn;
 
+use super::super::guarded_error;
 use crate::api::CRD_NAME;
-use crate::error::FromApi;
+use crate::client::guarded::{self, Step};
+use crate::error::{FromApi, is_not_found};
 use crate::manager::error::{Error, Result};
 use crate::webhook::VALIDATING_CONFIG;
 use crate::webhook::local::{self, Holder, Restore};
 
-/// Attempts when other writers keep changing an object.
-const ATTEMPTS: usize = 5;
-
 const CRD: &str = "CustomResourceDefinition";
 const VWC: &str = "ValidatingWebhookConfiguration";
 
-fn conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
 fn api_err(kind: &'static str, name: &str, op: &'static str, e: kube::Error) -> Error {
     Error::api(op, kind, "", name, e)
-}
-
-fn kept_changing(what: &str) -> Error {
-    Error::Webhook(format!("{what} kept changing under {ATTEMPTS} guarded writes"))
 }
 
 /// Points the CRD's conversion and the webhook configuration at `by.url`,
@@ -38,44 +29,39 @@ fn kept_changing(what: &str) -> Error {
 /// holder named on the objects is no longer alive.
 pub async fn point(client: &kube::Client, by: &Holder, ca: &str) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut done = false;
-    for _ in 0..ATTEMPTS {
-        let crd = crds.get(CRD_NAME).await.map_err(|e| api_err(CRD, CRD_NAME, "get", e))?;
-        let conversion = crate::manifests::conversion(&local::target(&by.url), Some(ca));
-        let pointed =
-            local::point_crd(&crd, by, conversion, false).map_err(|e| Error::Webhook(e.to_string()))?;
-        match crds.replace(CRD_NAME, &PostParams::default(), &pointed).await {
-            Ok(_) => {
-                done = true;
-                break;
-            }
-            Err(e) if conflict(&e) => continue,
-            Err(e) => return Err(api_err(CRD, CRD_NAME, "update", e)),
-        }
-    }
-    if !done {
-        return Err(kept_changing(CRD_NAME));
-    }
+    let crds = &crds;
+    let conversion = crate::manifests::conversion(&local::target(&by.url), Some(ca));
+    guarded::write(
+        || async move { crds.get(CRD_NAME).await.map_err(|e| api_err(CRD, CRD_NAME, "get", e)) },
+        |crd| {
+            let pointed = local::point_crd(&crd, by, conversion.clone(), false);
+            pointed.map(Step::Write).map_err(|e| Error::Webhook(e.to_string()))
+        },
+        |pointed| async move { crds.replace(CRD_NAME, &PostParams::default(), &pointed).await.map(drop) },
+    )
+    .await
+    .map_err(|f| guarded_error(CRD, CRD_NAME, "update", f))?;
     let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for _ in 0..ATTEMPTS {
-        let current = configs
-            .get_opt(VALIDATING_CONFIG)
-            .await
-            .map_err(|e| api_err(VWC, VALIDATING_CONFIG, "get", e))?;
-        let desired = crate::manifests::validating_webhook_configuration(&local::target(&by.url), Some(ca));
-        let pointed = local::point_validating(current.as_ref(), by, desired, false)
-            .map_err(|e| Error::Webhook(e.to_string()))?;
-        let written = match current {
-            None => configs.create(&PostParams::default(), &pointed).await,
-            Some(_) => configs.replace(VALIDATING_CONFIG, &PostParams::default(), &pointed).await,
-        };
-        match written {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(api_err(VWC, VALIDATING_CONFIG, "write", e)),
-        }
-    }
-    Err(kept_changing(VALIDATING_CONFIG))
+    let configs = &configs;
+    let desired = crate::manifests::validating_webhook_configuration(&local::target(&by.url), Some(ca));
+    guarded::write(
+        || async move {
+            configs.get_opt(VALIDATING_CONFIG).await.map_err(|e| api_err(VWC, VALIDATING_CONFIG, "get", e))
+        },
+        |current| {
+            let pointed = local::point_validating(current.as_ref(), by, desired.clone(), false)
+                .map_err(|e| Error::Webhook(e.to_string()))?;
+            Ok(Step::Write((current.is_some(), pointed)))
+        },
+        |(exists, pointed)| async move {
+            match exists {
+                false => configs.create(&PostParams::default(), &pointed).await.map(drop),
+                true => configs.replace(VALIDATING_CONFIG, &PostParams::default(), &pointed).await.map(drop),
+            }
+        },
+    )
+    .await
+    .map_err(|f| guarded_error(VWC, VALIDATING_CONFIG, "write", f))
 }
 
 /// Puts back what `holder` replaced: the webhook configuration first (so
@@ -88,53 +74,66 @@ pub async fn restore(client: &kube::Client, holder: &str) -> Result<()> {
     validating.and(crd)
 }
 
+/// A restore's write: the configuration put back, or deleted guarded by
+/// the resourceVersion read (one the local manager created).
+enum Write {
+    Replace(Box<ValidatingWebhookConfiguration>),
+    Delete(Option<String>),
+}
+
 async fn restore_validating(client: &kube::Client, holder: &str) -> Result<()> {
     let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let err = |op, e| api_err(VWC, VALIDATING_CONFIG, op, e);
-    for _ in 0..ATTEMPTS {
-        let Some(current) = configs.get_opt(VALIDATING_CONFIG).await.map_err(|e| err("get", e))? else {
-            return Ok(());
-        };
-        let restore = local::restore_validating(&current, Some(holder)).map_err(Error::Webhook)?;
-        let written = match restore {
-            None => return Ok(()),
-            Some(Restore::Replace(back)) => {
-                configs.replace(VALIDATING_CONFIG, &PostParams::default(), &back).await.map(drop)
+    let configs = &configs;
+    guarded::write(
+        || async move {
+            configs.get_opt(VALIDATING_CONFIG).await.map_err(|e| api_err(VWC, VALIDATING_CONFIG, "get", e))
+        },
+        |current| {
+            let Some(current) = current else { return Ok(Step::Done(())) };
+            Ok(match local::restore_validating(&current, Some(holder)).map_err(Error::Webhook)? {
+                None => Step::Done(()),
+                Some(Restore::Replace(back)) => Step::Write(Write::Replace(Box::new(back))),
+                Some(Restore::Delete) => Step::Write(Write::Delete(current.metadata.resource_version)),
+            })
+        },
+        |restore| async move {
+            let written = match restore {
+                Write::Replace(back) => {
+                    configs.replace(VALIDATING_CONFIG, &PostParams::default(), &back).await.map(drop)
+                }
+                Write::Delete(resource_version) => {
+                    let pre = Preconditions { resource_version, uid: None };
+                    let params = DeleteParams { preconditions: Some(pre), ..Default::default() };
+                    configs.delete(VALIDATING_CONFIG, &params).await.map(drop)
+                }
+            };
+            match written {
+                Err(e) if is_not_found(&e) => Ok(()),
+                other => other,
             }
-            Some(Restore::Delete) => {
-                let pre =
-                    Preconditions { resource_version: current.metadata.resource_version.clone(), uid: None };
-                let params = DeleteParams { preconditions: Some(pre), ..Default::default() };
-                configs.delete(VALIDATING_CONFIG, &params).await.map(drop)
-            }
-        };
-        match written {
-            Ok(()) => return Ok(()),
-            Err(e) if conflict(&e) => continue,
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(e) => return Err(err("restore", e)),
-        }
-    }
-    Err(kept_changing(VALIDATING_CONFIG))
+        },
+    )
+    .await
+    .map_err(|f| guarded_error(VWC, VALIDATING_CONFIG, "restore", f))
 }
 
 async fn restore_crd(client: &kube::Client, holder: &str) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for _ in 0..ATTEMPTS {
-        let crd = match crds.get(CRD_NAME).await {
-            Ok(c) => c,
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(e) => return Err(api_err(CRD, CRD_NAME, "get", e)),
-        };
-        let Some(back) = local::restore_crd(&crd, Some(holder)).map_err(Error::Webhook)? else {
-            warn!("the Runner CRD no longer names this manager; left as it is");
-            return Ok(());
-        };
-        match crds.replace(CRD_NAME, &PostParams::default(), &back).await {
-            Ok(_) => return Ok(()),
-            Err(e) if conflict(&e) => continue,
-            Err(e) => return Err(api_err(CRD, CRD_NAME, "restore", e)),
-        }
-    }
-    Err(kept_changing(CRD_NAME))
+    let crds = &crds;
+    guarded::write(
+        || async move { crds.get_opt(CRD_NAME).await.map_err(|e| api_err(CRD, CRD_NAME, "get", e)) },
+        |crd| {
+            let Some(crd) = crd else { return Ok(Step::Done(())) };
+            match local::restore_crd(&crd, Some(holder)).map_err(Error::Webhook)? {
+                Some(back) => Ok(Step::Write(back)),
+                None => {
+                    warn!("the Runner CRD no longer names this manager; left as it is");
+                    Ok(Step::Done(()))
+                }
+            }
+        },
+        |back| async move { crds.replace(CRD_NAME, &PostParams::default(), &back).await.map(drop) },
+    )
+    .await
+    .map_err(|f| guarded_error(CRD, CRD_NAME, "restore", f))
 }
