@@ -57,7 +57,7 @@ async fn registrations_pointed_at_a_service_with_no_endpoint_are_errors_in_the_a
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("diag-calls").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     // A Service whose selector matches no Pod: it exists, nothing serves it.
     let service: Service = serde_json::from_value(json!({
         "metadata": { "name": SERVICE },
@@ -100,7 +100,7 @@ async fn webhooks_a_manager_serves_are_not_reported_and_a_user_who_may_not_creat
     let _turn = LOCK.lock().await;
     let ns = TestNs::new("diag-calls-ok").await;
     ensure_crd(&ns.client).await;
-    let _put_back = PutBackRegistrations;
+    let _put_back = PutBackRegistrations::guarded(&ns.client).await;
     let listen: SocketAddr = free_loopback_addr();
     let target = Target::Url(format!("https://{listen}/convert"));
     register(&ns.client, &target, None).await;

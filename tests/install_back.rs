@@ -70,7 +70,7 @@ fn converts(crd: &CustomResourceDefinition) -> bool {
 async fn install_without_the_manager_goes_back_only_where_every_runner_is_at_the_storage_version() {
     let ns = TestNs::new("install-back").await;
     ensure_crd(&ns.client).await;
-    let _registrations = PutBackRegistrations;
+    let _registrations = PutBackRegistrations::guarded(&ns.client).await;
     let _stored = PutBackStored;
     with_webhooks(&ns.client, &ns.name).await;
 
