@@ -10,13 +10,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 use kubectl_runner::api::{Runner, RunnerSpec};
-use support::guard::{ManagerNamespace, Seen, foreign};
+use support::guard::{ManagerNamespace, Seen, foreign, leaving};
 use support::{TEST_LABEL, client, ensure_crd, wait_for};
 
 fn seen(runners: &[(&str, &str)], test_namespaces: &[&str]) -> Seen {
     Seen {
         runners: runners.iter().map(|(ns, n)| (ns.to_string(), n.to_string())).collect(),
         test_namespaces: test_namespaces.iter().map(|s| s.to_string()).collect(),
+        terminating: vec![],
         manager_namespace: None,
     }
 }
@@ -31,6 +32,14 @@ fn runners_in_test_namespaces_are_not_foreign() {
 fn a_runner_outside_the_test_namespaces_is_named() {
     let found = foreign(&seen(&[("rt-a-1", "web"), ("default", "demo"), ("team", "api")], &["rt-a-1"]));
     assert_eq!(found, ["Runner default/demo", "Runner team/api"]);
+}
+
+#[test]
+fn foreign_runners_in_a_namespace_being_deleted_are_waited_for_and_named_if_they_stay() {
+    let mut s = seen(&[("runner-e2e-1", "e2e-web"), ("rt-a-1", "web"), ("team", "api")], &["rt-a-1"]);
+    s.terminating = vec!["runner-e2e-1".into(), "rt-a-1".into()];
+    assert_eq!(leaving(&s), 1, "the e2e namespace's Runner; the test's own is not waited for");
+    assert_eq!(foreign(&s), ["Runner runner-e2e-1/e2e-web", "Runner team/api"], "named if still there");
 }
 
 #[test]

@@ -24,6 +24,8 @@ pub struct Seen {
     pub runners: Vec<(String, String)>,
     /// The namespaces that carry the test label.
     pub test_namespaces: Vec<String>,
+    /// The namespaces being deleted.
+    pub terminating: Vec<String>,
     /// The manager's namespace, when it exists: labelled by a test or not,
     /// and the Deployments in it.
     pub manager_namespace: Option<ManagerNamespace>,
@@ -53,13 +55,35 @@ pub fn foreign(seen: &Seen) -> Vec<String> {
     found
 }
 
+/// Foreign Runners on their way out: in a namespace being deleted (a
+/// `kubectl runner e2e` of a test before this one cleaning up). Worth
+/// waiting for: deleting the CRD under them would only hang on their
+/// finalizers.
+pub fn leaving(seen: &Seen) -> usize {
+    let foreign = |ns: &String| !seen.test_namespaces.contains(ns);
+    seen.runners.iter().filter(|(ns, _)| foreign(ns) && seen.terminating.contains(ns)).count()
+}
+
+/// How long the guard waits for foreign Runners that are leaving.
+const LEAVING_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+
 /// Panics, naming them, when the cluster holds objects the test run did not
-/// create; `action` says what the test was about to do. A cluster that
-/// cannot be read is refused too: the guard cannot vouch for it.
+/// create ([`foreign`]), after waiting for those that are leaving;
+/// `action` says what the test was about to do. A cluster that cannot be
+/// read is refused too: the guard cannot vouch for it.
 pub async fn refuse_foreign(client: &Client, action: &str) {
-    let seen = look(client).await.unwrap_or_else(|e| {
-        panic!("refusing to {action}: the cluster's Runners could not be listed to check for others' ({e})")
-    });
+    let start = std::time::Instant::now();
+    let seen = loop {
+        let seen = look(client).await.unwrap_or_else(|e| {
+            panic!(
+                "refusing to {action}: the cluster's Runners could not be listed to check for others' ({e})"
+            )
+        });
+        if leaving(&seen) == 0 || start.elapsed() > LEAVING_WAIT {
+            break seen;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
     let found = foreign(&seen);
     assert!(
         found.is_empty(),
@@ -73,8 +97,11 @@ pub async fn refuse_foreign(client: &Client, action: &str) {
 async fn look(client: &Client) -> kube::Result<Seen> {
     let namespaces = Api::<Namespace>::all(client.clone()).list(&ListParams::default()).await?;
     let labelled = |n: &Namespace| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(TEST_LABEL));
-    let test_namespaces =
-        namespaces.items.iter().filter(|n| labelled(n)).filter_map(|n| n.metadata.name.clone()).collect();
+    let names = |keep: &dyn Fn(&Namespace) -> bool| -> Vec<String> {
+        namespaces.items.iter().filter(|n| keep(n)).filter_map(|n| n.metadata.name.clone()).collect()
+    };
+    let test_namespaces = names(&labelled);
+    let terminating = names(&|n: &Namespace| n.metadata.deletion_timestamp.is_some());
     let manager_namespace =
         match namespaces.items.iter().find(|n| n.metadata.name.as_deref() == Some(MANAGER_NAMESPACE)) {
             None => None,
@@ -89,7 +116,7 @@ async fn look(client: &Client) -> kube::Result<Seen> {
                 Some(ManagerNamespace { labelled: labelled(ns), deployments })
             }
         };
-    Ok(Seen { runners: runners(client).await?, test_namespaces, manager_namespace })
+    Ok(Seen { runners: runners(client).await?, test_namespaces, terminating, manager_namespace })
 }
 
 /// Every Runner at a version the CRD serves (a test may have installed a

@@ -161,7 +161,14 @@ fn certificates(s: &Snapshot) -> Vec<Finding> {
     let serving = secret.serving.as_deref().map(certs::parse);
     let ca = secret.ca.as_deref().map(certs::parse);
     let mut out = vec![];
-    if let (Some(serving), Some(bundle)) = (&serving, bundle) {
+    // The Secret serves behind the Service; a CRD pointed at a URL (a
+    // local manager's `--local-webhooks`) carries that process's own CA.
+    let behind_service = s
+        .crd
+        .as_ref()
+        .and_then(|c| c.spec.conversion.as_ref()?.webhook.as_ref()?.client_config.as_ref()?.service.as_ref())
+        .is_some();
+    if let (Some(serving), Some(bundle), true) = (&serving, bundle, behind_service) {
         out.extend(mismatch(serving, certs::parse(bundle), ca.as_ref(), s.now));
     }
     // Each certificate once: ca.crt usually is the caBundle.

@@ -163,6 +163,18 @@ fn a_ca_bundle_that_does_not_verify_the_serving_certificate_is_an_error() {
 }
 
 #[test]
+fn a_crd_pointed_at_a_local_manager_is_not_judged_against_the_installed_secret() {
+    // --local-webhooks: the CRD carries that process's CA and a URL; the
+    // Secret left by an in-cluster manager serves nothing the apiserver calls.
+    let mut s = with_webhook(OTHER_CA, SERVING);
+    let webhook = s.crd.as_mut().unwrap().spec.conversion.as_mut().unwrap().webhook.as_mut().unwrap();
+    let config = webhook.client_config.as_mut().unwrap();
+    config.service = None;
+    config.url = Some("https://127.0.0.1:9443/convert".into());
+    assert!(!conversion_codes(&s).contains(&Code::ConversionCaMismatch), "{:#?}", check(&s));
+}
+
+#[test]
 fn a_bundle_that_is_not_pem_is_a_mismatch_saying_so() {
     let s = with_webhook(b"not a certificate", SERVING);
     let f = check(&s);
