@@ -105,13 +105,19 @@ build_all() {
   cp "$target/$outdir/kubectl-runner" "$work/"
   for ex in "$@"; do cp "$target/$outdir/examples/$ex" "$work/"; done
   local name tree
+  local commit
   for name in "${variant_names[@]}"; do
     [ -n "${variant_rev[$name]}" ] || continue
     # A checkout of its own, built into the same target dir (its own path
-    # keeps its artifacts apart), removed once the binary is copied.
-    tree="$work/tree-$name"
-    step "building the $profile manager of ${variant_rev[$name]} for rust-$name"
-    git -C "$root" worktree add -q --detach "$tree" "${variant_rev[$name]}"
+    # keeps its artifacts apart), removed once the binary is copied. The
+    # path is the commit's, under the target dir: a second bench of the
+    # same commit finds its build there.
+    commit=$(git -C "$root" rev-parse --short "${variant_rev[$name]}^{commit}")
+    tree="$target/bench-trees/$commit"
+    step "building the $profile manager of ${variant_rev[$name]} ($commit) for rust-$name"
+    git -C "$root" worktree remove --force "$tree" 2> /dev/null || rm -rf "$tree"
+    git -C "$root" worktree prune
+    git -C "$root" worktree add -q --detach "$tree" "$commit"
     (cd "$tree" && CARGO_TARGET_DIR=$target cargo build --profile "$profile" --bin kubectl-runner)
     cp "$target/$outdir/kubectl-runner" "$work/kubectl-runner-$name"
     git -C "$root" worktree remove --force "$tree"
