@@ -43,13 +43,24 @@ pub async fn send_pods_to_the_real_node(client: &Client, ns: &str) {
     let patch = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Namespace",
-        // The label marks it as the test run's (tests/support/guard.rs).
-        "metadata": { "name": ns, "annotations": annotations, "labels": { crate::support::TEST_LABEL: "true" } },
+        "metadata": { "name": ns, "annotations": annotations },
     });
-    Api::<Namespace>::all(client.clone())
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces
         .patch(ns, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
         .await
         .unwrap_or_else(|e| panic!("annotate namespace {ns} for the real node: {e}"));
+    // The label marks it as the test run's (tests/support/guard.rs), under a
+    // field manager of its own: an apply of the generated RBAC by
+    // FIELD_MANAGER (which lists the namespace without it) would remove it.
+    let label = serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": { "name": ns, "labels": { crate::support::TEST_LABEL: "true" } },
+    });
+    namespaces
+        .patch(ns, &PatchParams::apply("kubectl-runner-tests-guard").force(), &Patch::Apply(&label))
+        .await
+        .unwrap_or_else(|e| panic!("label namespace {ns} as the tests': {e}"));
 }
 
 /// The namespace annotations that send Pods to the real node.
