@@ -33,7 +33,7 @@ pub const MANAGER_NAME: &str = "runner-controller-manager";
 /// ClusterRole / Role holding [`crate::rbac::PERMISSIONS`].
 pub const MANAGER_ROLE: &str = "runner-manager";
 /// Role for the manager's own objects in [`MANAGER_NAMESPACE`]: the
-/// leader-election and presence Leases, the conversion webhook's Secret.
+/// leader-election and presence Leases, the webhooks' Secret.
 pub const LEADER_ROLE: &str = "runner-leader-election";
 /// ClusterRole holding the cluster-scoped reviews behind `/metrics`' access
 /// check ([`crate::rbac::Scope::Cluster`]).

@@ -1,4 +1,4 @@
-//! Pure: the conversion webhook's certificates as the apiserver's TLS
+//! Pure: the webhooks' certificates as the apiserver's TLS
 //! client judges them. A certificate bundle is PEM (the Secret's `tls.crt`
 //! and `ca.crt`, the CRD's caBundle), read by the webhook's own reader
 //! (`crate::webhook::certs`, so diagnose and the renewal rules read the
