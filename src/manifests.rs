@@ -13,13 +13,13 @@ use crate::api::Runner;
 use crate::rbac::{METRICS_AUTH, Scope, metrics_reader_rules, policy_rules, policy_rules_of};
 use crate::webhook::Target;
 
-mod admission;
 mod conversion;
 mod tenant;
+mod validating;
 mod webhook;
-pub use admission::{TIMEOUT_SECONDS, client_config, validating_webhook, validating_webhook_configuration};
 pub use conversion::conversion;
 pub use tenant::{tenant_role_names, tenant_roles};
+pub use validating::{TIMEOUT_SECONDS, client_config, validating_webhook, validating_webhook_configuration};
 pub use webhook::WEBHOOK_ROLE;
 
 /// Label on everything `install` creates; `uninstall` removes only objects
