@@ -172,13 +172,19 @@ fn signing_ca<'a>(now: Timestamp, cas: &'a [Cert], key: &str) -> Result<&'a Cert
     if first.spki != key {
         return Err(Reason::KeyMismatch);
     }
-    if now >= first.not_after {
+    in_dates(now, first)?;
+    Ok(first)
+}
+
+/// Ok when `c` is valid at `now`, else whether it expired or is not yet valid.
+fn in_dates(now: Timestamp, c: &Cert) -> Result<(), Reason> {
+    if now >= c.not_after {
         return Err(Reason::Expired);
     }
-    if now < first.not_before {
+    if now < c.not_before {
         return Err(Reason::NotYetValid);
     }
-    Ok(first)
+    Ok(())
 }
 
 /// The serving certificate if it can serve now; else why it cannot.
@@ -190,12 +196,7 @@ fn serving_problem(now: Timestamp, m: &Material, names: &[String], cas: &[&Cert]
     if read::key_spki(&m.tls_key).as_ref() != Some(&cert.spki) {
         return Err(Reason::KeyMismatch);
     }
-    if now >= cert.not_after {
-        return Err(Reason::Expired);
-    }
-    if now < cert.not_before {
-        return Err(Reason::NotYetValid);
-    }
+    in_dates(now, &cert)?;
     let missing: Vec<String> = names.iter().filter(|n| !cert.names(n)).cloned().collect();
     if !missing.is_empty() {
         return Err(Reason::NamesMissing(missing));
