@@ -17,7 +17,7 @@
 pub mod hosts;
 pub mod image;
 
-pub use hosts::{Claim, Conflict, Holder, HolderKind, ingress_claims, runner_claims};
+pub use hosts::{Claim, Conflict, HolderKind, HostHolder, ingress_claims, runner_claims};
 
 use crate::api::Runner;
 

@@ -43,7 +43,7 @@ pub mod manager;
 pub mod manifests;
 pub mod migrate;
 pub mod ownership;
-pub mod pod_admission;
+pub mod pods_refused;
 pub mod queue_note;
 pub mod rbac;
 pub mod revert;

@@ -13,13 +13,13 @@ use crate::api::Runner;
 use crate::rbac::{METRICS_AUTH, Scope, metrics_reader_rules, policy_rules, policy_rules_of};
 use crate::webhook::Target;
 
-mod admission;
 mod conversion;
 mod tenant;
+mod validating;
 mod webhook;
-pub use admission::{TIMEOUT_SECONDS, client_config, validating_webhook, validating_webhook_configuration};
 pub use conversion::conversion;
 pub use tenant::{tenant_role_names, tenant_roles};
+pub use validating::{TIMEOUT_SECONDS, client_config, validating_webhook, validating_webhook_configuration};
 pub use webhook::WEBHOOK_ROLE;
 
 /// Label on everything `install` creates; `uninstall` removes only objects
@@ -33,7 +33,7 @@ pub const MANAGER_NAME: &str = "runner-controller-manager";
 /// ClusterRole / Role holding [`crate::rbac::PERMISSIONS`].
 pub const MANAGER_ROLE: &str = "runner-manager";
 /// Role for the manager's own objects in [`MANAGER_NAMESPACE`]: the
-/// leader-election and presence Leases, the conversion webhook's Secret.
+/// leader-election and presence Leases, the webhooks' Secret.
 pub const LEADER_ROLE: &str = "runner-leader-election";
 /// ClusterRole holding the cluster-scoped reviews behind `/metrics`' access
 /// check ([`crate::rbac::Scope::Cluster`]).

@@ -19,10 +19,11 @@ pub enum Scope {
     /// namespace in the namespace-scoped install).
     Watched,
     /// Only in the manager's own namespace (leader-election Lease, the
-    /// conversion webhook's Secret).
+    /// webhooks' Secret).
     ManagerNamespace,
     /// Cluster-scoped resources (the reviews behind `/metrics`' access
-    /// check, the Runner CRD's caBundle), granted by ClusterRoles.
+    /// check, the caBundles of the Runner CRD and the validating webhook,
+    /// the validating webhook's index), granted by ClusterRoles.
     Cluster,
 }
 
@@ -78,7 +79,7 @@ impl Permission {
 
 /// Every permission the manager uses: the Runner's, one per child kind
 /// ([`crate::kinds::all`]), then the rest, then those of `/metrics`' access
-/// check ([`METRICS_AUTH`]) and of the conversion webhook ([`WEBHOOK`]),
+/// check ([`METRICS_AUTH`]) and of the webhooks ([`WEBHOOK`]),
 /// which a manager needs only when it serves them. Keep in step with
 /// `manager::*`.
 pub static PERMISSIONS: LazyLock<Vec<Permission>> = LazyLock::new(|| {
@@ -204,7 +205,7 @@ pub const WEBHOOK: &[Permission] = &[
         resource_name: Some(crate::webhook::SECRET),
         verbs: &["get", "update", "watch"],
         scope: Scope::ManagerNamespace,
-        why: "keep the conversion webhook's CA and serving certificate, and reload them when another replica renews them",
+        why: "keep the webhooks' CA and serving certificate, and reload them when another replica renews them",
     },
     Permission {
         group: "apiextensions.k8s.io",

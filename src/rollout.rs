@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
 use serde::{Deserialize, Deserializer};
 
-use crate::pod_admission::{self, PodsRefused};
+use crate::pods_refused::{self, PodsRefused};
 
 mod current_pods;
 
@@ -63,7 +63,7 @@ pub struct Rollout {
     pub complete: bool,
     /// The message of a Progressing=ProgressDeadlineExceeded condition.
     pub deadline_exceeded: Option<String>,
-    /// Admission refuses to create the Pods ([`crate::pod_admission`]).
+    /// Admission refuses to create the Pods ([`crate::pods_refused`]).
     pub pods_refused: Option<PodsRefused>,
     /// Whose Pod problems are the rollout's.
     pub current: CurrentPods,
@@ -94,7 +94,7 @@ pub fn of<D: RolloutSource>(d: Option<&D>, desired: i32) -> Rollout {
         st.replicas.unwrap_or(0),
     );
     let conditions = st.conditions.as_deref().unwrap_or_default();
-    let pods_refused = pod_admission::refusal(conditions);
+    let pods_refused = pods_refused::refusal(conditions);
     let progressing = conditions.iter().find(|c| c.type_.as_deref() == Some("Progressing"));
     let deadline_exceeded = progressing
         .filter(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded"))

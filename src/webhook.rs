@@ -1,11 +1,13 @@
-//! The conversion webhook: the names every side shares (the manager that
-//! serves it, the manifests that route to it, the RBAC that lets the manager
-//! keep its Secret and caBundle, and diagnose, which checks them), and the
-//! pure certificate logic ([`certs`]) with the Secret's layout ([`secret`]).
+//! The webhooks, conversion (`/convert`) and validating (`/validate`), on
+//! one server: the names every side shares (the manager that serves them,
+//! the manifests that route to them, the RBAC that lets the manager keep
+//! its Secret and caBundles, and diagnose, which checks them), the pure
+//! certificate logic ([`certs`]) with the Secret's layout ([`secret`]),
+//! and what a local manager's registrations become ([`local`]).
 //!
 //! ```text
-//!  apiserver ──HTTPS──► Service runner-webhook:443 ──► every manager Pod :9443 /convert
-//!      ▲ trusts the CRD's caBundle                         │ serves tls.crt/tls.key
+//!  apiserver ──HTTPS──► Service runner-webhook:443 ──► every manager Pod :9443 /convert, /validate
+//!      ▲ trusts the caBundles (CRD, runner-validation)     │ serves tls.crt/tls.key
 //!      └───────── ca.crt ◄── Secret runner-webhook-tls ◄───┘ kept by every replica
 //! ```
 //!
@@ -22,7 +24,7 @@ pub const SERVICE: &str = "runner-webhook";
 /// The Secret holding the CA bundle and the serving certificate. `install`
 /// creates it empty, so the manager needs no `create` on Secrets.
 pub const SECRET: &str = "runner-webhook-tls";
-/// The manager's container port for `/convert`, named [`PORT_NAME`].
+/// The manager's container port for `/convert` and `/validate`, named [`PORT_NAME`].
 pub const CONTAINER_PORT: i32 = 9443;
 /// The container port's name, which the Service targets.
 pub const PORT_NAME: &str = "webhook";

@@ -141,12 +141,12 @@ async fn point(client: &Client, by: &Holder) {
     let crd = crds.get(CRD_NAME).await.unwrap();
     let target = local::target(&by.url);
     let conversion = kubectl_runner::manifests::conversion(&target, Some(CA));
-    let pointed = local::point_crd(&crd, by, conversion, false).unwrap();
+    let pointed = local::point_crd(&crd, by, conversion).unwrap();
     crds.replace(CRD_NAME, &PostParams::default(), &pointed).await.expect("point the CRD");
     let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let current = vwcs.get_opt(VALIDATING_CONFIG).await.unwrap();
     let desired = kubectl_runner::manifests::validating_webhook_configuration(&target, Some(CA));
-    let pointed = local::point_validating(current.as_ref(), by, desired, false).unwrap();
+    let pointed = local::point_validating(current.as_ref(), by, desired).unwrap();
     match current {
         None => vwcs.create(&PostParams::default(), &pointed).await.expect("create the configuration"),
         Some(_) => vwcs.replace(VALIDATING_CONFIG, &PostParams::default(), &pointed).await.expect("point it"),

@@ -146,9 +146,15 @@ async fn the_apiserver_converts_through_the_managers_webhook_and_follows_a_renew
     // them, and the CRD trusts the new CA, without a restart.
     let mut names = kubectl_runner::webhook::service_dns_names(&ns.name);
     names.push("127.0.0.1".into());
-    let fresh = certs::plan(chrono::Utc::now(), &Material::default(), &names, &LIFETIMES);
-    let renewed =
-        certs::carry_out(&fresh, chrono::Utc::now(), &Material::default(), &names, &LIFETIMES).unwrap();
+    let fresh = certs::plan(k8s_openapi::jiff::Timestamp::now(), &Material::default(), &names, &LIFETIMES);
+    let renewed = certs::carry_out(
+        &fresh,
+        k8s_openapi::jiff::Timestamp::now(),
+        &Material::default(),
+        &names,
+        &LIFETIMES,
+    )
+    .unwrap();
     let mut s = ns.api::<Secret>().get(SECRET).await.unwrap();
     s.data = Some(secret::data(&renewed));
     ns.api::<Secret>().replace(SECRET, &PostParams::default(), &s).await.expect("renew as another replica");
@@ -307,7 +313,7 @@ async fn the_keeper_behind_the_service_leaves_a_conversion_a_local_manager_holds
     let crds = Api::<CustomResourceDefinition>::all(ns.client.clone());
     // As a local manager leaves it: its URL, its own CA, the annotation.
     let names = vec!["127.0.0.1".to_string()];
-    let now = chrono::Utc::now();
+    let now = k8s_openapi::jiff::Timestamp::now();
     let plan = certs::plan(now, &Material::default(), &names, &LIFETIMES);
     let local = certs::carry_out(&plan, now, &Material::default(), &names, &LIFETIMES).expect("a local CA");
     let url = Target::Url("https://127.0.0.1:1/convert".into());

@@ -25,15 +25,16 @@ impl std::fmt::Display for HolderKind {
     }
 }
 
-/// An object serving a host: `kind namespace/name`.
+/// An object serving a host: `kind namespace/name` (not the local manager
+/// holding the webhook registrations, `webhook::local::Holder`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Holder {
+pub struct HostHolder {
     pub kind: HolderKind,
     pub namespace: String,
     pub name: String,
 }
 
-impl std::fmt::Display for Holder {
+impl std::fmt::Display for HostHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
     }
@@ -77,7 +78,7 @@ pub struct Conflict {
     /// Its index in `spec.expose.hosts`.
     pub index: usize,
     pub host: String,
-    pub holder: Holder,
+    pub holder: HostHolder,
 }
 
 impl std::fmt::Display for Conflict {
@@ -108,7 +109,7 @@ pub fn conflicts<'a>(
             continue;
         }
         if let Some(index) = hosts.iter().position(|h| h == c.host) {
-            let holder = Holder { kind: c.kind, namespace: c.namespace.into(), name: c.name.into() };
+            let holder = HostHolder { kind: c.kind, namespace: c.namespace.into(), name: c.name.into() };
             out.push(Conflict { index, host: c.host.into(), holder });
         }
     }

@@ -74,7 +74,7 @@ pub mod condition {
     /// Ready is False with this reason when the apiserver refuses a child.
     pub const REASON_CHILD_REJECTED: &str = "ChildRejected";
     /// Ready is False with this reason when admission refuses the Pods.
-    pub const REASON_PODS_REFUSED: &str = crate::pod_admission::REASON;
+    pub const REASON_PODS_REFUSED: &str = crate::pods_refused::REASON;
     /// The reason of the Event the manager records when it puts back a
     /// field of ours that another field manager changed.
     pub const REASON_REVERTED: &str = "Reverted";

@@ -91,7 +91,8 @@ pub struct RunManagerArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// Serve the CRD's conversion webhook (HTTPS /convert) on this address,
+    /// Serve the conversion and validating webhooks (HTTPS /convert and
+    /// /validate) on this address,
     /// with a certificate kept in the Secret runner-webhook-tls of the
     /// manager's namespace (the Lease namespace); the in-cluster manager
     /// listens on 0.0.0.0:9443 behind the Service runner-webhook.

@@ -15,13 +15,17 @@
 //! touching the object yet; it then finds its registration restored and
 //! points it at itself again, as on any start.
 
+use std::fmt::Debug;
+
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::core::ClusterResourceScope;
+use kube::{Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::fix::{Error, Result};
@@ -84,62 +88,62 @@ pub enum Restored {
 /// Re-checks and restores one registration (see the module docs).
 pub async fn restore(client: &Client, fix: &RestoreFix) -> Result<Restored> {
     match fix.object {
-        Object::Crd => restore_crd(client, fix).await,
-        Object::Validating => restore_validating(client, fix).await,
+        Object::Crd => {
+            let put_back = |crd: &_| Ok(local::restore_crd(crd, None)?.map(Restore::Replace));
+            restore_object::<CustomResourceDefinition, CrdPrevious>(client, fix, "replace", put_back).await
+        }
+        Object::Validating => {
+            let put_back = |vwc: &_| local::restore_validating(vwc, None);
+            restore_object::<ValidatingWebhookConfiguration, ValidatingPrevious>(
+                client, fix, "write", put_back,
+            )
+            .await
+        }
     }
 }
 
-async fn restore_crd(client: &Client, fix: &RestoreFix) -> Result<Restored> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let (api, name) = (&api, fix.object.name());
-    let restored = guarded::write(
-        || async move {
-            let crd =
-                api.get_opt(name).await.map_err(|e| Error::api("get", fix.object.kind(), "", name, e))?;
-            let Some(crd) = crd else { return Ok(None) };
-            let lease = recheck::<CrdPrevious>(client, fix, &crd.metadata).await?;
-            Ok(lease.map(|lease| (crd, lease)))
-        },
-        |read| {
-            let Some((crd, lease)) = read else { return Ok(Step::Done(Restored::Already)) };
-            Ok(match local::restore_crd(&crd, None).map_err(|why| unreadable(fix, why))? {
-                None => Step::Done(Restored::Already),
-                Some(restored) => Step::Write((restored, lease)),
-            })
-        },
-        |(restored, lease)| async move {
-            api.replace(name, &PostParams::default(), &restored).await?;
-            Ok(Restored::Done { lease })
-        },
-    )
-    .await;
-    restored.map_err(|f| written(fix, "replace", f))
-}
-
-/// A restore's write: the configuration put back, or deleted guarded by
-/// the uid and resourceVersion read (one the local manager created).
-enum Write {
-    Replace(Box<ValidatingWebhookConfiguration>),
+/// A restore's write: the object put back, or deleted guarded by the uid
+/// and resourceVersion read (one the local manager created).
+enum Write<K> {
+    Replace(Box<K>),
     Delete(DeleteParams),
 }
 
-async fn restore_validating(client: &Client, fix: &RestoreFix) -> Result<Restored> {
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let (api, name) = (&api, fix.object.name());
+/// One registration of kind `K` whose annotation saves a `P`: read and
+/// re-checked ([`recheck`]), put back as `put_back` says, written guarded.
+async fn restore_object<K, P>(
+    client: &Client,
+    fix: &RestoreFix,
+    op: &'static str,
+    put_back: impl Fn(&K) -> std::result::Result<Option<Restore<K>>, String>,
+) -> Result<Restored>
+where
+    K: Resource<Scope = ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug,
+    P: DeserializeOwned,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let (api, name, put_back) = (&api, fix.object.name(), &put_back);
     let restored = guarded::write(
         || async move {
-            let vwc =
+            let object =
                 api.get_opt(name).await.map_err(|e| Error::api("get", fix.object.kind(), "", name, e))?;
-            let Some(vwc) = vwc else { return Ok(None) };
-            let lease = recheck::<ValidatingPrevious>(client, fix, &vwc.metadata).await?;
-            Ok(lease.map(|lease| (vwc, lease)))
+            let Some(object) = object else { return Ok(None) };
+            let lease = recheck::<P>(client, fix, object.meta()).await?;
+            Ok(lease.map(|lease| (object, lease)))
         },
         |read| {
-            let Some((vwc, lease)) = read else { return Ok(Step::Done(Restored::Already)) };
-            Ok(match local::restore_validating(&vwc, None).map_err(|why| unreadable(fix, why))? {
+            let Some((object, lease)) = read else { return Ok(Step::Done(Restored::Already)) };
+            Ok(match put_back(&object).map_err(|why| unreadable(fix, why))? {
                 None => Step::Done(Restored::Already),
                 Some(Restore::Replace(restored)) => Step::Write((Write::Replace(Box::new(restored)), lease)),
-                Some(Restore::Delete) => Step::Write((Write::Delete(guarded_delete(&vwc.metadata)), lease)),
+                Some(Restore::Delete) => Step::Write((
+                    Write::Delete(guarded_delete(&object.meta().resource_version, &object.meta().uid)),
+                    lease,
+                )),
             })
         },
         |(write, lease)| async move {
@@ -153,7 +157,7 @@ async fn restore_validating(client: &Client, fix: &RestoreFix) -> Result<Restore
         },
     )
     .await;
-    restored.map_err(|f| written(fix, "write", f))
+    restored.map_err(|f| written(fix, op, f))
 }
 
 /// Checks the re-read object still names the holder the snapshot saw and
@@ -199,14 +203,7 @@ async fn recheck<P: DeserializeOwned>(
 /// read, the apiserver answers 409 and it stays. Gone already is fine.
 pub async fn delete_lease(client: &Client, lease: &ExpiredLease) -> Result<()> {
     let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            resource_version: lease.resource_version.clone(),
-            uid: lease.uid.clone(),
-        }),
-        ..Default::default()
-    };
-    match api.delete(LEASE, &params).await {
+    match api.delete(LEASE, &guarded_delete(&lease.resource_version, &lease.uid)).await {
         Ok(_) => Ok(()),
         Err(e) if crate::error::is_not_found(&e) => Ok(()),
         Err(e) if is_conflict(&e) => Err(Error::FixChanged {
@@ -218,9 +215,8 @@ pub async fn delete_lease(client: &Client, lease: &ExpiredLease) -> Result<()> {
 }
 
 /// Delete only the object that was read: same uid, same resourceVersion.
-fn guarded_delete(meta: &ObjectMeta) -> DeleteParams {
-    let preconditions =
-        Preconditions { resource_version: meta.resource_version.clone(), uid: meta.uid.clone() };
+fn guarded_delete(resource_version: &Option<String>, uid: &Option<String>) -> DeleteParams {
+    let preconditions = Preconditions { resource_version: resource_version.clone(), uid: uid.clone() };
     DeleteParams { preconditions: Some(preconditions), ..Default::default() }
 }
 

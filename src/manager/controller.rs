@@ -45,7 +45,7 @@ pub struct Config {
     pub metrics_auth: bool,
     /// Reconcile passes in flight at once.
     pub concurrency: u16,
-    /// Serve the CRD's conversion webhook (every replica, leader or not).
+    /// Serve the conversion and validating webhooks (every replica, leader or not).
     pub webhook: Option<super::webhook::WebhookConfig>,
     /// `--local-webhooks`: serve the webhooks from this process and point
     /// the registrations here until exit.

@@ -93,7 +93,7 @@ fn lacking(missing: &[Missing], who: Option<&str>) -> String {
 
 /// SelfSubjectAccessReviews for every (verb, resource) the manager uses:
 /// the Lease ones with `lease_ns`, the `/metrics` reviews with
-/// `metrics_auth`, the conversion webhook's with `webhook_ns` (its Secret's
+/// `metrics_auth`, the webhooks' with `webhook_ns` (its Secret's
 /// namespace).
 pub async fn missing_permissions(
     client: &kube::Client,

@@ -54,7 +54,7 @@ fn verdict(seen: &Observed, r: &Rollout, desired: i32) -> (Phase, String, String
     // Before the deadline: refused Pods are why it passes, and they are
     // known at once, ten minutes before it.
     if let Some(refused) = &r.pods_refused {
-        return (Phase::Failed, crate::pod_admission::REASON.into(), refused.sentence());
+        return (Phase::Failed, crate::pods_refused::REASON.into(), refused.sentence());
     }
     if let Some(msg) = &r.deadline_exceeded {
         return (Phase::Failed, "ProgressDeadlineExceeded".into(), msg.clone());

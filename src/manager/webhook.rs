@@ -26,7 +26,7 @@ pub mod local;
 pub mod serve;
 pub mod validating;
 
-/// Where and for whom the manager serves `/convert`.
+/// Where and for whom the manager serves `/convert` and `/validate`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
     pub listen: SocketAddr,

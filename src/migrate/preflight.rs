@@ -63,37 +63,28 @@ fn text(object: &Value, key: &str) -> String {
 /// The first path (in key order) where `a` and `b` differ, with what
 /// becomes of it: `was X, becomes Y`, `is dropped` or `appears as Y`.
 pub fn first_difference(a: &Value, b: &Value, path: &mut String) -> Option<(String, String)> {
-    match (a, b) {
+    // The members of a map (in key order) or a list: the path's next
+    // segment, and the member on each side.
+    let members: Vec<(String, Option<&Value>, Option<&Value>)> = match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
             keys.sort();
             keys.dedup();
-            for k in keys {
-                let len = path.len();
-                push_key(path, k);
-                let found = member_difference(x.get(k), y.get(k), path);
-                path.truncate(len);
-                if found.is_some() {
-                    return found;
-                }
-            }
-            None
+            keys.into_iter().map(|k| (key_segment(path.is_empty(), k), x.get(k), y.get(k))).collect()
         }
         (Value::Array(x), Value::Array(y)) => {
-            for i in 0..x.len().max(y.len()) {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                let found = member_difference(x.get(i), y.get(i), path);
-                path.truncate(len);
-                if found.is_some() {
-                    return found;
-                }
-            }
-            None
+            (0..x.len().max(y.len())).map(|i| (format!("[{i}]"), x.get(i), y.get(i))).collect()
         }
-        (x, y) if x == y => None,
-        (x, y) => Some((path.clone(), format!("was {}, becomes {}", short(x), short(y)))),
-    }
+        (x, y) if x == y => return None,
+        (x, y) => return Some((path.clone(), format!("was {}, becomes {}", short(x), short(y)))),
+    };
+    members.into_iter().find_map(|(segment, x, y)| {
+        let len = path.len();
+        path.push_str(&segment);
+        let found = member_difference(x, y, path);
+        path.truncate(len);
+        found
+    })
 }
 
 /// The difference at one key or index of a map or list, on either side.
@@ -106,14 +97,15 @@ fn member_difference(a: Option<&Value>, b: Option<&Value>, path: &mut String) ->
     }
 }
 
-/// `spec.host`, or `metadata.annotations["lab.cloudlab.training/x"]` for a
-/// key that is not a plain name.
-fn push_key(path: &mut String, key: &str) {
+/// The segment `key` adds to a path (`first`: the path is empty): `host`
+/// in `spec.host`, or `["lab.cloudlab.training/x"]` for a key that is not
+/// a plain name.
+fn key_segment(first: bool, key: &str) -> String {
     let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    match (plain, path.is_empty()) {
-        (true, true) => path.push_str(key),
-        (true, false) => path.push_str(&format!(".{key}")),
-        (false, _) => path.push_str(&format!("[{}]", Value::String(key.to_string()))),
+    match (plain, first) {
+        (true, true) => key.to_string(),
+        (true, false) => format!(".{key}"),
+        (false, _) => format!("[{}]", Value::String(key.to_string())),
     }
 }
 

@@ -16,12 +16,12 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 mod issue;
-mod parse;
+mod read;
 pub use issue::carry_out;
-pub use parse::{CertInfo, parse_pem_certs};
+pub use read::{Cert, parse_bundle, parse_pem_certs};
 
 /// The Secret's four PEM values (its keys are in the webhook's `secret` module).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub struct Plan {
     pub expired_cas: usize,
     /// When to look again even if nothing changes: the next renewal point,
     /// the end of a new CA's propagation, or a CA's expiry.
-    pub next_check: DateTime<Utc>,
+    pub next_check: Timestamp,
 }
 
 impl Plan {
@@ -105,17 +105,17 @@ impl Plan {
 }
 
 /// The point after which a certificate is due: a third of its lifetime left.
-fn renew_at(c: &CertInfo) -> DateTime<Utc> {
-    c.not_after - (c.not_after - c.not_before) / 3
+fn renew_at(c: &Cert) -> Timestamp {
+    c.not_after - c.not_after.duration_since(c.not_before) / 3
 }
 
-fn delta(d: Duration) -> TimeDelta {
-    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+fn delta(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 
 /// Pure: what to change in `m` at `now` so the serving certificate names
 /// every one of `names` and the rules above hold.
-pub fn plan(now: DateTime<Utc>, m: &Material, names: &[String], life: &Lifetimes) -> Plan {
+pub fn plan(now: Timestamp, m: &Material, names: &[String], life: &Lifetimes) -> Plan {
     let cas = parse_pem_certs(&m.ca_crt);
     let signing = match signing_ca(now, &cas, &m.ca_key) {
         Ok(ca) => ca,
@@ -129,7 +129,7 @@ pub fn plan(now: DateTime<Utc>, m: &Material, names: &[String], life: &Lifetimes
             };
         }
     };
-    let live: Vec<&CertInfo> = cas.iter().filter(|c| c.not_after > now && c.is_ca).collect();
+    let live: Vec<&Cert> = cas.iter().filter(|c| c.not_after > now && c.is_ca).collect();
     let expired_cas = cas.len() - live.len();
     let rotate = now >= renew_at(signing);
     let mut next = vec![renew_at(signing)];
@@ -161,46 +161,42 @@ pub fn plan(now: DateTime<Utc>, m: &Material, names: &[String], life: &Lifetimes
 }
 
 /// The first CA of the bundle, if `key` is its key and it is valid now.
-fn signing_ca<'a>(now: DateTime<Utc>, cas: &'a [CertInfo], key: &str) -> Result<&'a CertInfo, Reason> {
+fn signing_ca<'a>(now: Timestamp, cas: &'a [Cert], key: &str) -> Result<&'a Cert, Reason> {
     let Some(first) = cas.first() else {
         return Err(if key.trim().is_empty() { Reason::Missing } else { Reason::Unreadable });
     };
-    let key = parse::key_spki(key).ok_or(Reason::Unreadable)?;
+    let key = read::key_spki(key).ok_or(Reason::Unreadable)?;
     if !first.is_ca {
         return Err(Reason::Unreadable);
     }
     if first.spki != key {
         return Err(Reason::KeyMismatch);
     }
-    if now >= first.not_after {
-        return Err(Reason::Expired);
-    }
-    if now < first.not_before {
-        return Err(Reason::NotYetValid);
-    }
+    in_dates(now, first)?;
     Ok(first)
 }
 
+/// Ok when `c` is valid at `now`, else whether it expired or is not yet valid.
+fn in_dates(now: Timestamp, c: &Cert) -> Result<(), Reason> {
+    if now >= c.not_after {
+        return Err(Reason::Expired);
+    }
+    if now < c.not_before {
+        return Err(Reason::NotYetValid);
+    }
+    Ok(())
+}
+
 /// The serving certificate if it can serve now; else why it cannot.
-fn serving_problem(
-    now: DateTime<Utc>,
-    m: &Material,
-    names: &[String],
-    cas: &[&CertInfo],
-) -> Result<CertInfo, Reason> {
+fn serving_problem(now: Timestamp, m: &Material, names: &[String], cas: &[&Cert]) -> Result<Cert, Reason> {
     if m.tls_crt.trim().is_empty() {
         return Err(Reason::Missing);
     }
     let cert = parse_pem_certs(&m.tls_crt).into_iter().next().ok_or(Reason::Unreadable)?;
-    if parse::key_spki(&m.tls_key).as_ref() != Some(&cert.spki) {
+    if read::key_spki(&m.tls_key).as_ref() != Some(&cert.spki) {
         return Err(Reason::KeyMismatch);
     }
-    if now >= cert.not_after {
-        return Err(Reason::Expired);
-    }
-    if now < cert.not_before {
-        return Err(Reason::NotYetValid);
-    }
+    in_dates(now, &cert)?;
     let missing: Vec<String> = names.iter().filter(|n| !cert.names(n)).cloned().collect();
     if !missing.is_empty() {
         return Err(Reason::NamesMissing(missing));

@@ -110,15 +110,14 @@ pub fn target(origin: &str) -> super::Target {
     super::Target::Url(format!("{origin}{}", super::PATH))
 }
 
-/// Why a registration may not be taken.
+/// Why a registration may not be taken: its annotation is not one this
+/// tool wrote (whether an earlier holder is alive is the local Lease's
+/// decision, made before any registration is read).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error(
-        "{object} is held by the local manager {holder:?} (serving {url}); stop it, or wait for its Lease to expire"
-    )]
-    Held { object: String, holder: String, url: String },
-    #[error("{object}'s annotation {SAVED_ANNOTATION} is not one this tool wrote: {why}")]
-    Unreadable { object: String, why: String },
+#[error("{object}'s annotation {SAVED_ANNOTATION} is not one this tool wrote: {why}")]
+pub struct Unreadable {
+    pub object: String,
+    pub why: String,
 }
 
 /// Pure: the annotation of `annotations`, if any. Err when it is there but
@@ -146,33 +145,20 @@ fn unannotate(annotations: &mut Option<BTreeMap<String, String>>) {
     }
 }
 
-/// Pure: whether a registration annotated `saved` may be taken by
-/// `holder`: it is its own, or `live` (its Lease is fresh) is false.
-fn may_take<P>(object: &str, saved: &Saved<P>, holder: &str, live: bool) -> Result<(), Refusal> {
-    if saved.by.holder == holder || !live {
-        return Ok(());
-    }
-    Err(Refusal::Held { object: object.into(), holder: saved.by.holder.clone(), url: saved.by.url.clone() })
-}
-
 /// Pure: `crd` converting by `conversion` (the local URL and caBundle;
 /// `manifests::conversion` makes it) with every version served, annotated
-/// with what it held before. `live`: whether a holder named in an existing
-/// annotation is alive (its Lease is fresh).
+/// with what it held before (an earlier holder's saved state is kept: the
+/// caller holds the Lease, so that holder is gone).
 pub fn point_crd(
     crd: &CustomResourceDefinition,
     by: &Holder,
     conversion: CustomResourceConversion,
-    live: bool,
-) -> Result<CustomResourceDefinition, Refusal> {
+) -> Result<CustomResourceDefinition, Unreadable> {
     let object = format!("CustomResourceDefinition/{}", crd.metadata.name.as_deref().unwrap_or_default());
-    let existing = saved::<CrdPrevious>(crd.metadata.annotations.as_ref())
-        .map_err(|why| Refusal::Unreadable { object: object.clone(), why })?;
+    let existing =
+        saved::<CrdPrevious>(crd.metadata.annotations.as_ref()).map_err(|why| Unreadable { object, why })?;
     let previous = match existing {
-        Some(s) => {
-            may_take(&object, &s, &by.holder, live)?;
-            s.previous
-        }
+        Some(s) => s.previous,
         None => CrdPrevious {
             conversion: crd.spec.conversion.clone(),
             served: crd.spec.versions.iter().map(|v| (v.name.clone(), v.served)).collect(),
@@ -217,19 +203,15 @@ pub fn point_validating(
     current: Option<&ValidatingWebhookConfiguration>,
     by: &Holder,
     desired: ValidatingWebhookConfiguration,
-    live: bool,
-) -> Result<ValidatingWebhookConfiguration, Refusal> {
-    let object = format!("ValidatingWebhookConfiguration/{}", super::VALIDATING_CONFIG);
+) -> Result<ValidatingWebhookConfiguration, Unreadable> {
     let existing = match current {
-        Some(c) => saved::<ValidatingPrevious>(c.metadata.annotations.as_ref())
-            .map_err(|why| Refusal::Unreadable { object: object.clone(), why })?,
+        Some(c) => saved::<ValidatingPrevious>(c.metadata.annotations.as_ref()).map_err(|why| {
+            Unreadable { object: format!("ValidatingWebhookConfiguration/{}", super::VALIDATING_CONFIG), why }
+        })?,
         None => None,
     };
     let previous = match existing {
-        Some(s) => {
-            may_take(&object, &s, &by.holder, live)?;
-            s.previous
-        }
+        Some(s) => s.previous,
         None => ValidatingPrevious { webhooks: current.map(|c| c.webhooks.clone().unwrap_or_default()) },
     };
     let mut out = desired;
@@ -289,8 +271,7 @@ mod tests {
     #[test]
     fn a_crd_pointed_at_a_local_manager_and_restored_is_what_it_was() {
         for original in [with_rv(crd()), with_rv(crd_with_webhook())] {
-            let pointed =
-                point_crd(&original, &by("laptop pid 1", ORIGIN), conv(ORIGIN, "CA"), false).unwrap();
+            let pointed = point_crd(&original, &by("laptop pid 1", ORIGIN), conv(ORIGIN, "CA")).unwrap();
             let cc =
                 pointed.spec.conversion.as_ref().unwrap().webhook.as_ref().unwrap().client_config.clone();
             assert_eq!(cc.as_ref().unwrap().url.as_deref(), Some("https://127.0.0.1:40001/convert"));
@@ -302,31 +283,15 @@ mod tests {
     }
 
     #[test]
-    fn a_second_pointing_keeps_the_first_previous_and_a_live_holder_is_not_taken() {
+    fn a_second_pointing_keeps_the_first_previous() {
         let original = crd_with_webhook();
-        let first = point_crd(&original, &by("a pid 1", ORIGIN), conv(ORIGIN, "CA1"), false).unwrap();
-        let again = point_crd(
-            &first,
-            &by("a pid 1", "https://127.0.0.1:2"),
-            conv("https://127.0.0.1:2", "CA2"),
-            true,
-        )
-        .unwrap();
-        let refused = point_crd(
-            &first,
-            &by("b pid 2", "https://127.0.0.1:3"),
-            conv("https://127.0.0.1:3", "CA3"),
-            true,
-        )
-        .unwrap_err();
-        assert!(refused.to_string().contains("\"a pid 1\""), "{refused}");
-        let taken = point_crd(
-            &again,
-            &by("b pid 2", "https://127.0.0.1:3"),
-            conv("https://127.0.0.1:3", "CA3"),
-            false,
-        )
-        .unwrap();
+        let first = point_crd(&original, &by("a pid 1", ORIGIN), conv(ORIGIN, "CA1")).unwrap();
+        let again =
+            point_crd(&first, &by("a pid 1", "https://127.0.0.1:2"), conv("https://127.0.0.1:2", "CA2"))
+                .unwrap();
+        let taken =
+            point_crd(&again, &by("b pid 2", "https://127.0.0.1:3"), conv("https://127.0.0.1:3", "CA3"))
+                .unwrap();
         let s = saved::<CrdPrevious>(taken.metadata.annotations.as_ref()).unwrap().unwrap();
         assert_eq!((s.by.holder.as_str(), s.by.url.as_str()), ("b pid 2", "https://127.0.0.1:3"));
         assert_eq!(s.previous.conversion, original.spec.conversion, "never the dead manager's URL");
@@ -339,17 +304,14 @@ mod tests {
         let mut edited = crd();
         edited.metadata.annotations =
             Some([(SAVED_ANNOTATION.to_string(), "{\"holder\":1}".to_string())].into());
-        assert!(matches!(
-            point_crd(&edited, &by("a", ORIGIN), conv(ORIGIN, "CA"), false),
-            Err(Refusal::Unreadable { .. })
-        ));
+        assert!(point_crd(&edited, &by("a", ORIGIN), conv(ORIGIN, "CA")).is_err());
         assert!(restore_crd(&edited, None).is_err());
         assert_eq!(restore_crd(&crd(), None).unwrap(), None, "nothing to restore");
     }
 
     #[test]
     fn a_webhook_configuration_the_local_manager_created_is_deleted_on_restore() {
-        let created = point_validating(None, &by("a", ORIGIN), vwc(ORIGIN, "CA"), false).unwrap();
+        let created = point_validating(None, &by("a", ORIGIN), vwc(ORIGIN, "CA")).unwrap();
         let url = created.webhooks.as_ref().unwrap()[0].client_config.url.clone();
         assert_eq!(url.as_deref(), Some("https://127.0.0.1:40001/validate"));
         assert_eq!(restore_validating(&created, Some("a")).unwrap(), Some(Restore::Delete));
@@ -363,7 +325,7 @@ mod tests {
         );
         installed.metadata.resource_version = Some("9".into());
         installed.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
-        let pointed = point_validating(Some(&installed), &by("a", ORIGIN), vwc(ORIGIN, "CA"), false).unwrap();
+        let pointed = point_validating(Some(&installed), &by("a", ORIGIN), vwc(ORIGIN, "CA")).unwrap();
         assert_eq!(pointed.metadata.labels, installed.metadata.labels);
         assert_eq!(pointed.metadata.resource_version.as_deref(), Some("9"));
         assert!(pointed.webhooks.as_ref().unwrap()[0].client_config.service.is_none());

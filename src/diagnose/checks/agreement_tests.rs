@@ -137,7 +137,7 @@ fn the_manager_and_diagnose_agree_on_pods_admission_refuses() {
         let seen = Observed { facts: facts(&view, &rs), ..Default::default() };
         let st = status::compute(&rs.runner, &seen, &now());
         let manager_refused = st.phase == crate::api::Phase::Failed
-            && st.conditions.iter().any(|c| c.reason == crate::pod_admission::REASON);
+            && st.conditions.iter().any(|c| c.reason == crate::pods_refused::REASON);
         let mut s = fixtures::healthy();
         s.runners = vec![rs];
         let diagnose_refused = super::run(&s)

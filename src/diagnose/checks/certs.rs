@@ -1,52 +1,16 @@
-//! Pure: the conversion webhook's certificates as the apiserver's TLS
+//! Pure: the webhooks' certificates as the apiserver's TLS
 //! client judges them. A certificate bundle is PEM (the Secret's `tls.crt`
-//! and `ca.crt`, the CRD's caBundle); the chain is verified with
-//! rustls-webpki (a TLS client's path building, server-auth usage), the
-//! dates and names are read with x509-parser.
+//! and `ca.crt`, the CRD's caBundle), read by the webhook's own reader
+//! (`crate::webhook::certs`, so diagnose and the renewal rules read the
+//! same dates); the chain is verified with rustls-webpki (a TLS client's
+//! path building, server-auth usage).
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-/// One certificate of a bundle, as evidence names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cert {
-    pub der: CertificateDer<'static>,
-    /// `CN=runner-webhook-ca`.
-    pub subject: String,
-    pub issuer: String,
-    pub not_before: Timestamp,
-    pub not_after: Timestamp,
-}
-
-/// Every certificate in a PEM bundle, in order; an error names what could
-/// not be read. An empty bundle is an error too: nothing can verify.
-pub fn parse(pem: &[u8]) -> Result<Vec<Cert>, String> {
-    let ders = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not PEM: {e}"))?;
-    if ders.is_empty() {
-        return Err("no PEM certificate in it".into());
-    }
-    ders.into_iter().map(cert).collect()
-}
-
-fn cert(der: CertificateDer<'static>) -> Result<Cert, String> {
-    let (_, c) =
-        x509_parser::parse_x509_certificate(&der).map_err(|e| format!("not an X.509 certificate: {e}"))?;
-    let time = |t: x509_parser::time::ASN1Time| {
-        Timestamp::from_second(t.timestamp()).map_err(|e| format!("a date out of range: {e}"))
-    };
-    Ok(Cert {
-        subject: c.subject().to_string(),
-        issuer: c.issuer().to_string(),
-        not_before: time(c.validity().not_before)?,
-        not_after: time(c.validity().not_after)?,
-        der: der.clone(),
-    })
-}
+use crate::webhook::certs::Cert;
 
 /// Why `serving` does not chain to a CA of `bundle`, judged at `now` as
 /// the apiserver would; `Ok` when it does. A chain that is only out of its
@@ -58,11 +22,15 @@ pub fn verify(serving: &[Cert], bundle: &[Cert], now: Timestamp) -> Result<(), S
     };
     let anchors = bundle
         .iter()
-        .map(|c| webpki::anchor_from_trusted_cert(&c.der).map(|a| a.to_owned()))
+        .map(|c| {
+            webpki::anchor_from_trusted_cert(&CertificateDer::from(c.der.as_slice())).map(|a| a.to_owned())
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("a caBundle certificate is no CA webpki accepts: {e}"))?;
-    let ee = webpki::EndEntityCert::try_from(&leaf.der).map_err(|e| format!("tls.crt: {e}"))?;
-    let chain: Vec<CertificateDer<'_>> = intermediates.iter().map(|c| c.der.clone()).collect();
+    let leaf_der = CertificateDer::from(leaf.der.as_slice());
+    let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("tls.crt: {e}"))?;
+    let chain: Vec<CertificateDer<'_>> =
+        intermediates.iter().map(|c| CertificateDer::from(c.der.as_slice())).collect();
     let at =
         |t: Timestamp| UnixTime::since_unix_epoch(Duration::from_secs(t.as_second().max(0).unsigned_abs()));
     let judge = |t: Timestamp| {
@@ -101,6 +69,7 @@ fn describe(e: &webpki::Error) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::webhook::certs::parse_bundle;
 
     /// The PEM files of `testdata/` (made by `testdata/make_certs.py`).
     pub const CA: &[u8] = include_bytes!("testdata/ca.pem");
@@ -116,7 +85,7 @@ pub(crate) mod tests {
     }
 
     fn judge(serving: &[u8], bundle: &[u8]) -> Result<(), String> {
-        verify(&parse(serving).unwrap(), &parse(bundle).unwrap(), now())
+        verify(&parse_bundle(serving).unwrap(), &parse_bundle(bundle).unwrap(), now())
     }
 
     #[test]
@@ -140,21 +109,5 @@ pub(crate) mod tests {
     fn an_expired_serving_certificate_is_judged_by_its_issuer_not_its_dates() {
         assert_eq!(judge(SERVING_EXPIRED, CA), Ok(()));
         assert!(judge(SERVING_EXPIRED, OTHER_CA).is_err());
-    }
-
-    #[test]
-    fn dates_and_names_are_read_from_the_certificate() {
-        let c = &parse(SERVING_SOON).unwrap()[0];
-        assert_eq!(c.subject, "CN=runner-webhook.runner-system.svc");
-        assert_eq!(c.issuer, "CN=runner-webhook-ca");
-        assert_eq!(c.not_after.to_string(), "2026-01-10T12:00:00Z");
-    }
-
-    #[test]
-    fn what_is_not_a_pem_certificate_says_so() {
-        assert!(parse(b"").unwrap_err().contains("no PEM certificate"));
-        assert!(parse(b"hello").unwrap_err().contains("no PEM certificate"));
-        let broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        assert!(parse(broken).unwrap_err().contains("not an X.509 certificate"));
     }
 }

@@ -14,13 +14,14 @@ use super::super::finding::{Code, Finding, ObjectRef};
 use super::super::snapshot::{Readable, Snapshot};
 use super::super::view::conversion::{self as view, Target};
 use super::super::view::registrations;
-use super::certs::{self, Cert};
+use super::certs;
 use super::{age, human};
 use crate::api::CRD_NAME;
 use crate::client::webhook_probe as probe;
 use crate::manifests::MANAGER_NAME;
 use crate::manifests::MANAGER_NAMESPACE as NAMESPACE;
 use crate::webhook::SECRET;
+use crate::webhook::certs::{Cert, parse_bundle};
 use crate::webhook::secret::{CA_CRT, TLS_CRT};
 
 /// A certificate closer than this to its end is reported. The manager
@@ -158,8 +159,8 @@ fn stored_versions(crd: &CustomResourceDefinition) -> Option<Finding> {
 fn certificates(s: &Snapshot) -> Vec<Finding> {
     let Some(Some(secret)) = s.conversion.certs.get() else { return vec![] };
     let bundle = s.crd.as_ref().and_then(view::ca_bundle);
-    let serving = secret.serving.as_deref().map(certs::parse);
-    let ca = secret.ca.as_deref().map(certs::parse);
+    let serving = secret.serving.as_deref().map(parse_bundle);
+    let ca = secret.ca.as_deref().map(parse_bundle);
     let mut out = vec![];
     // The Secret serves behind the Service; a CRD pointed at a URL (a
     // local manager's `--local-webhooks`) carries that process's own CA.
@@ -169,11 +170,11 @@ fn certificates(s: &Snapshot) -> Vec<Finding> {
         .and_then(|c| c.spec.conversion.as_ref()?.webhook.as_ref()?.client_config.as_ref()?.service.as_ref())
         .is_some();
     if let (Some(serving), Some(bundle), true) = (&serving, bundle, behind_service) {
-        out.extend(mismatch(serving, certs::parse(bundle), ca.as_ref(), s.now));
+        out.extend(mismatch(serving, parse_bundle(bundle), ca.as_ref(), s.now));
     }
     // Each certificate once: ca.crt usually is the caBundle.
     let mut seen: Vec<&Cert> = vec![];
-    let bundle = bundle.map(certs::parse);
+    let bundle = bundle.map(parse_bundle);
     let sources = [
         (secret_ref(), format!("{TLS_CRT} of Secret {NAMESPACE}/{SECRET}"), serving.as_ref()),
         (crd_ref(), "the CRD's caBundle".to_string(), bundle.as_ref()),

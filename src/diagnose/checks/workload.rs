@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use super::super::finding::{Code, Finding};
 use super::super::snapshot::{RunnerState, Snapshot};
 use super::{controlled_by, ns_flag, runner_ref};
-use crate::pod_admission::{PodsRefused, RefusedBy};
+use crate::pods_refused::{PodsRefused, RefusedBy};
 use crate::rollout::{CurrentPods, POD_TEMPLATE_HASH_LABEL};
 
 /// Why one Pod is not running.

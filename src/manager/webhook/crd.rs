@@ -37,9 +37,9 @@ pub fn apply_body(
     let rv = crd.metadata.resource_version.clone();
     let meta = json!({ "name": CRD_NAME, "resourceVersion": rv });
     let crd_kind = |spec| json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": meta, "spec": spec });
+    let webhook = conversion.is_some_and(|c| c.strategy == "Webhook");
     match target {
         Target::Service { .. } => {
-            let webhook = conversion.is_some_and(|c| c.strategy == "Webhook");
             if !webhook || current == Some(ca_bundle.as_bytes()) {
                 return None;
             }
@@ -48,7 +48,6 @@ pub fn apply_body(
         }
         Target::Url(url) => {
             let same_url = client_config.and_then(|c| c.url.as_deref()) == Some(url.as_str());
-            let webhook = conversion.is_some_and(|c| c.strategy == "Webhook");
             if webhook && same_url && current == Some(ca_bundle.as_bytes()) {
                 return None;
             }

@@ -11,9 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -43,7 +43,7 @@ pub struct Keeper {
 /// The outcome of a round: the Secret's resourceVersion and when to look again.
 pub struct Kept {
     pub resource_version: String,
-    pub next_check: chrono::DateTime<Utc>,
+    pub next_check: Timestamp,
     /// False when the CRD does not convert through a webhook at all.
     pub converts: bool,
     /// False when there is no ValidatingWebhookConfiguration to keep.
@@ -55,11 +55,11 @@ impl Keeper {
     /// replicas writing at once one wins, the others read the winner's
     /// certificates), serves, and fixes the caBundles.
     pub async fn round(&self) -> Result<Kept> {
-        let mut next_check = Utc::now();
+        let mut next_check = Timestamp::now();
         let (kept, material) = guarded::write(
             || self.read(),
             |current| {
-                let now = Utc::now();
+                let now = Timestamp::now();
                 let material = secret::material(current.data.as_ref());
                 let plan = certs::plan(now, &material, &self.names, &LIFETIMES);
                 next_check = plan.next_check;
@@ -121,7 +121,9 @@ impl Keeper {
     /// check, or after [`RECHECK`]; a failed round is retried after a pause.
     pub async fn run(self, mut last: Kept, mut shutdown: watch::Receiver<bool>) {
         loop {
-            let until = (last.next_check - Utc::now()).to_std().unwrap_or_default().min(RECHECK);
+            let until = Duration::try_from(last.next_check.duration_since(Timestamp::now()))
+                .unwrap_or_default()
+                .min(RECHECK);
             tokio::select! {
                 _ = self.changed(&last.resource_version) => {}
                 _ = tokio::time::sleep(until) => {}
@@ -131,7 +133,7 @@ impl Keeper {
                 Ok(kept) => last = kept,
                 Err(e) => {
                     warn!(error = %e, "keeping the webhooks' certificates");
-                    last.next_check = Utc::now() + chrono::TimeDelta::seconds(5);
+                    last.next_check = Timestamp::now() + SignedDuration::from_secs(5);
                 }
             }
         }

@@ -16,7 +16,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -161,7 +160,7 @@ pub async fn start(
 fn throwaway(host: &str) -> Result<Material> {
     let names = vec![host.to_string()];
     let empty = Material::default();
-    let now = Utc::now();
+    let now = k8s_openapi::jiff::Timestamp::now();
     let plan = certs::plan(now, &empty, &names, &LIFETIMES);
     certs::carry_out(&plan, now, &empty, &names, &LIFETIMES)
         .map_err(|e| Error::Webhook(format!("cannot make a throwaway certificate: {e}")))

@@ -3,7 +3,7 @@
 //! Both start a few minutes in the past, so an apiserver whose clock is
 //! a little behind still accepts them.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -12,17 +12,17 @@ use rcgen::{
 use super::{CaStep, Lifetimes, Material, Plan, delta, parse_pem_certs};
 
 /// How far back certificates start (clock skew between the nodes).
-const BACKDATE: TimeDelta = TimeDelta::minutes(5);
+const BACKDATE: SignedDuration = SignedDuration::from_mins(5);
 
-fn at(t: DateTime<Utc>) -> time::OffsetDateTime {
-    time::OffsetDateTime::from_unix_timestamp(t.timestamp()).unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+fn at(t: Timestamp) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp(t.as_second()).unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 /// The material after `plan`, made at `now`: new keys where it says so,
 /// the rest of `m` kept. Err only when a key or certificate cannot be made.
 pub fn carry_out(
     plan: &Plan,
-    now: DateTime<Utc>,
+    now: Timestamp,
     m: &Material,
     names: &[String],
     life: &Lifetimes,
@@ -69,7 +69,7 @@ pub fn carry_out(
 }
 
 /// A CA certificate and its key, both PEM.
-fn new_ca(now: DateTime<Utc>, life: &Lifetimes) -> Result<(String, String), rcgen::Error> {
+fn new_ca(now: Timestamp, life: &Lifetimes) -> Result<(String, String), rcgen::Error> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();

@@ -1,15 +1,15 @@
 //! The renewal rules, walked with fixed clocks over real certificates.
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::*;
 
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()
+fn t0() -> Timestamp {
+    "2030-01-01T00:00:00Z".parse().unwrap()
 }
 
-fn day(n: i64) -> DateTime<Utc> {
-    t0() + TimeDelta::days(n)
+fn day(n: i64) -> Timestamp {
+    t0() + SignedDuration::from_hours(24 * n)
 }
 
 fn names() -> Vec<String> {
@@ -17,17 +17,17 @@ fn names() -> Vec<String> {
 }
 
 /// Plans at `now` and carries the plan out.
-fn step(now: DateTime<Utc>, m: &Material, names: &[String]) -> (Plan, Material) {
+fn step(now: Timestamp, m: &Material, names: &[String]) -> (Plan, Material) {
     let p = plan(now, m, names, &LIFETIMES);
     let out = carry_out(&p, now, m, names, &LIFETIMES).unwrap();
     (p, out)
 }
 
-fn cas(m: &Material) -> Vec<CertInfo> {
+fn cas(m: &Material) -> Vec<Cert> {
     parse_pem_certs(&m.ca_crt)
 }
 
-fn serving(m: &Material) -> CertInfo {
+fn serving(m: &Material) -> Cert {
     parse_pem_certs(&m.tls_crt).remove(0)
 }
 
@@ -45,8 +45,8 @@ fn an_empty_secret_gets_a_ca_and_a_serving_certificate_for_the_service_names() {
     assert!(cert.is_signed_by(ca));
     assert!(names().iter().all(|n| cert.names(n)), "{:?}", cert.dns_names);
     assert!(cert.not_before < t0() && ca.not_before < t0(), "backdated for clock skew");
-    assert_eq!(cert.not_after, t0() + TimeDelta::days(90));
-    assert_eq!(ca.not_after, t0() + TimeDelta::days(3 * 365));
+    assert_eq!(cert.not_after, t0() + SignedDuration::from_hours(24 * 90));
+    assert_eq!(ca.not_after, t0() + SignedDuration::from_hours(24 * 3 * 365));
     assert!(plan(t0(), &m, &names(), &LIFETIMES).keeps(), "what was made is kept");
 }
 
@@ -83,7 +83,7 @@ fn the_ca_rotates_with_a_third_of_its_life_left_and_keeps_the_old_one_trusted() 
     assert_eq!(plan.ca, CaStep::Rotate);
     // Due, but the new CA is not yet in the apiserver's caBundle.
     assert_eq!(plan.serving, None, "{plan:?}");
-    assert_eq!(plan.next_check, day(731) + TimeDelta::hours(1));
+    assert_eq!(plan.next_check, day(731) + SignedDuration::from_hours(1));
     let bundle = cas(&rotated);
     assert_eq!(bundle.len(), 2);
     assert_eq!(bundle[1], old_ca, "the old CA stays, behind the new one");
@@ -91,13 +91,13 @@ fn the_ca_rotates_with_a_third_of_its_life_left_and_keeps_the_old_one_trusted() 
     assert!(serving(&rotated).is_signed_by(&old_ca));
 
     // Once the new CA has had time to reach the apiserver, it signs.
-    let (plan, m2) = step(day(731) + TimeDelta::hours(2), &rotated, &names());
+    let (plan, m2) = step(day(731) + SignedDuration::from_hours(2), &rotated, &names());
     assert_eq!((plan.ca, plan.serving), (CaStep::Keep, Some(Reason::Due)));
     assert!(serving(&m2).is_signed_by(&bundle[0]) && !serving(&m2).is_signed_by(&old_ca));
     assert_eq!(cas(&m2).len(), 2, "the old CA is trusted until it expires");
 
     // The day after it expires, it leaves the bundle.
-    let after = old_ca.not_after + TimeDelta::days(1);
+    let after = old_ca.not_after + SignedDuration::from_hours(24);
     let mut m3 = m2;
     let mut d = 731;
     while day(d + 61) < after {
@@ -115,7 +115,7 @@ fn a_certificate_that_cannot_serve_is_replaced_at_once_even_by_a_young_ca() {
     let rotated = step(day(731), &m, &names()).1;
     let mut wanted = names();
     wanted.push("127.0.0.1".into());
-    let (plan, m2) = step(day(731) + TimeDelta::minutes(1), &rotated, &wanted);
+    let (plan, m2) = step(day(731) + SignedDuration::from_mins(1), &rotated, &wanted);
     assert_eq!(plan.serving, Some(Reason::NamesMissing(vec!["127.0.0.1".into()])));
     assert!(serving(&m2).names("127.0.0.1") && serving(&m2).is_signed_by(&cas(&rotated)[0]));
 
@@ -123,7 +123,7 @@ fn a_certificate_that_cannot_serve_is_replaced_at_once_even_by_a_young_ca() {
     assert_eq!(expired.serving, Some(Reason::Expired));
 }
 
-fn plan_at(now: DateTime<Utc>, m: &Material) -> Plan {
+fn plan_at(now: Timestamp, m: &Material) -> Plan {
     plan(now, m, &names(), &LIFETIMES)
 }
 
@@ -148,5 +148,5 @@ fn an_expired_ca_starts_over() {
     let m = fresh();
     let p = plan_at(day(3 * 365 + 1), &m);
     assert_eq!(p.ca, CaStep::Replace(Reason::Expired));
-    assert_eq!(plan_at(t0() - TimeDelta::days(1), &m).ca, CaStep::Replace(Reason::NotYetValid));
+    assert_eq!(plan_at(t0() - SignedDuration::from_hours(24), &m).ca, CaStep::Replace(Reason::NotYetValid));
 }

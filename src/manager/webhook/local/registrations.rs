@@ -34,7 +34,7 @@ pub async fn point(client: &kube::Client, by: &Holder, ca: &str) -> Result<()> {
     guarded::write(
         || async move { crds.get(CRD_NAME).await.map_err(|e| api_err(CRD, CRD_NAME, "get", e)) },
         |crd| {
-            let pointed = local::point_crd(&crd, by, conversion.clone(), false);
+            let pointed = local::point_crd(&crd, by, conversion.clone());
             pointed.map(Step::Write).map_err(|e| Error::Webhook(e.to_string()))
         },
         |pointed| async move { crds.replace(CRD_NAME, &PostParams::default(), &pointed).await.map(drop) },
@@ -49,7 +49,7 @@ pub async fn point(client: &kube::Client, by: &Holder, ca: &str) -> Result<()> {
             configs.get_opt(VALIDATING_CONFIG).await.map_err(|e| api_err(VWC, VALIDATING_CONFIG, "get", e))
         },
         |current| {
-            let pointed = local::point_validating(current.as_ref(), by, desired.clone(), false)
+            let pointed = local::point_validating(current.as_ref(), by, desired.clone())
                 .map_err(|e| Error::Webhook(e.to_string()))?;
             Ok(Step::Write((current.is_some(), pointed)))
         },

@@ -1,7 +1,7 @@
-//! Admission against the real local control plane: the CRD generated from
-//! the code refuses Runners that could never have children, naming the
-//! field, and the CLI's checks give the same verdict as the apiserver for
-//! every case. Each test has its own temporary namespace.
+//! The CRD's schema rules against the real local control plane: the CRD
+//! generated from the code refuses Runners that could never have children,
+//! naming the field, and the CLI's checks give the same verdict as the
+//! apiserver for every case. Each test has its own temporary namespace.
 //!
 //! One test swaps the CRD for a copy without the name rule, to stand for a
 //! Runner admitted before the rule existed; every test here holds
