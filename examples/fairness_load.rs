@@ -127,8 +127,13 @@ async fn burst(client: Client, ns: &str, n: usize, prefix: &str) -> anyhow::Resu
         .await;
     let created_s = start.elapsed().as_secs_f64();
     let deadline = Instant::now() + DEADLINE;
+    let names: Vec<String> = (0..n).map(|i| name(prefix, i)).collect();
     loop {
-        if seen.lock().unwrap().added.len() >= n || Instant::now() > deadline {
+        let served = {
+            let s = seen.lock().unwrap();
+            names.iter().filter(|n| s.added.contains_key(*n)).count()
+        };
+        if served >= n || Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -55,24 +55,6 @@ fn a_manager_in_an_unlabelled_manager_namespace_is_foreign_and_a_labelled_one_is
     assert!(foreign(&s).is_empty(), "an empty namespace (presence Leases) holds nothing to lose");
 }
 
-/// A namespace without the test label, as a user's; the test made it, so it
-/// deletes it when dropped.
-struct UserNamespace(String);
-
-impl Drop for UserNamespace {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let _ =
-                    Api::<Namespace>::all(client().await).delete(&name, &DeleteParams::background()).await;
-            });
-        })
-        .join();
-    }
-}
-
 #[tokio::test]
 async fn a_runner_the_tests_did_not_create_makes_the_crd_test_refuse_and_survives() {
     let client = client().await;
@@ -83,7 +65,14 @@ async fn a_runner_the_tests_did_not_create_makes_the_crd_test_refuse_and_survive
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
-    let _user = UserNamespace(name.clone());
+    // A namespace without the test label, as a user's; the test made it, so
+    // it deletes it at the end.
+    let _user = support::OnDrop::new({
+        let name = name.clone();
+        move |c| async move {
+            let _ = Api::<Namespace>::all(c).delete(&name, &DeleteParams::background()).await;
+        }
+    });
     assert!(ns.metadata.labels.as_ref().is_none_or(|l| !l.contains_key(TEST_LABEL)));
     let runners: Api<Runner> = Api::namespaced(client.clone(), &name);
     let created = wait_for("the user's Runner to be created", Duration::from_secs(30), || {

@@ -228,24 +228,6 @@ async fn two_managers_starting_at_once_end_with_one_secret_and_a_ca_bundle_that_
     second.stop().await;
 }
 
-/// The webhook Secret in runner-system that a test created, deleted when
-/// dropped (on a runtime of its own: also on a panic).
-struct SecretMadeHere;
-
-impl Drop for SecretMadeHere {
-    fn drop(&mut self) {
-        let _ = std::thread::spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let secrets: Api<Secret> =
-                    Api::namespaced(support::client().await, kubectl_runner::manifests::MANAGER_NAMESPACE);
-                let _ = secrets.delete(SECRET, &Default::default()).await;
-            });
-        })
-        .join();
-    }
-}
-
 #[tokio::test]
 async fn the_installed_managers_rbac_is_all_the_webhook_needs() {
     let _turn = CRD_LOCK.lock().await;
@@ -256,7 +238,10 @@ async fn the_installed_managers_rbac_is_all_the_webhook_needs() {
     // The Secret as install creates it (empty; the manager may not create one),
     // deleted again at the end: a Secret left in runner-system would be taken
     // for an installed manager's by later tests (and by diagnose).
-    let _secret = SecretMadeHere;
+    let _secret = support::OnDrop::new(|c| async move {
+        let secrets: Api<Secret> = Api::namespaced(c, kubectl_runner::manifests::MANAGER_NAMESPACE);
+        let _ = secrets.delete(SECRET, &Default::default()).await;
+    });
     let manifests = kubectl_runner::manifests::manager("img", &kubectl_runner::manifests::RbacScope::Cluster);
     let empty = manifests.iter().find(|m| m.resource.kind == "Secret").expect("install's Secret");
     Api::<Secret>::namespaced(ns.client.clone(), kubectl_runner::manifests::MANAGER_NAMESPACE)

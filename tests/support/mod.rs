@@ -290,6 +290,33 @@ pub async fn new_service_account_token(client: &Client, ns: &str, name: &str) ->
     service_account_token(client, ns, name).await
 }
 
+/// Runs `cleanup` with a client of its own when dropped, also on a panic:
+/// on a runtime of its own thread, since a test's client serves requests
+/// from the test's runtime, which is blocked while this drops. For what a
+/// test made outside its namespace.
+pub struct OnDrop(Option<Box<dyn FnOnce(Client) -> futures::future::BoxFuture<'static, ()> + Send>>);
+
+impl OnDrop {
+    pub fn new<F, Fut>(cleanup: F) -> OnDrop
+    where
+        F: FnOnce(Client) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        OnDrop(Some(Box::new(move |c| Box::pin(cleanup(c)))))
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        let Some(cleanup) = self.0.take() else { return };
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move { cleanup(client().await).await });
+        })
+        .join();
+    }
+}
+
 /// A ClusterRoleBinding a test made, deleted when dropped (cluster-scoped:
 /// the test namespace's deletion does not take it), also on panic. The
 /// delete uses a client of its own: a test's client serves requests from
