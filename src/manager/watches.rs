@@ -63,10 +63,17 @@ const LIST_PAGE: u32 = 100;
 /// `predicate_filter` no second map of every Runner is kept (about 280
 /// bytes per Runner).
 fn runner_changed(before: Option<&ObjectMeta>, now: &ObjectMeta) -> bool {
-    fn key(m: &ObjectMeta) -> (Option<&str>, Option<i64>, bool, Option<&[String]>) {
-        (m.uid.as_deref(), m.generation, m.deletion_timestamp.is_some(), m.finalizers.as_deref())
+    fn key(m: &ObjectMeta) -> (Option<&str>, Option<i64>, bool) {
+        (m.uid.as_deref(), m.generation, m.deletion_timestamp.is_some())
     }
-    before.is_none_or(|b| key(b) != key(now))
+    let Some(b) = before else { return true };
+    let finalizers = |m: &ObjectMeta| m.finalizers.clone().unwrap_or_default();
+    // Our finalizer arriving is the pass that added it, which goes on to
+    // converge (a create is one trip): its echo can beat the patch's answer
+    // to the watch, and would bring a second pass.
+    let mut ours_added = finalizers(b);
+    ours_added.push(crate::api::FINALIZER.to_string());
+    key(b) != key(now) || (finalizers(b) != finalizers(now) && ours_added != finalizers(now))
 }
 
 /// How urgent a child event is: its deletion, or an edit (a new generation,
@@ -387,6 +394,13 @@ mod tests {
         assert!(changed(cached("u1", 2, |_| {})), "spec");
         assert!(changed(cached("u2", 1, |_| {})), "deleted and created again");
         assert!(changed(cached("u1", 1, |r| r.metadata.finalizers = Some(vec!["x".into()]))), "finalizers");
+        let ours = |r: &mut Runner| r.metadata.finalizers = Some(vec![crate::api::FINALIZER.into()]);
+        assert!(!changed(cached("u1", 1, ours)), "our finalizer added: the pass that added it converges");
+        let with_ours = meta(cached("u1", 1, ours));
+        assert!(
+            runner_changed(Some(&with_ours), &base),
+            "our finalizer removed by someone: a pass puts it back"
+        );
         let deleting = |r: &mut Runner| {
             r.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
