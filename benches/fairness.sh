@@ -117,7 +117,10 @@ rotated() {
 }
 
 build_all fairness_load
-RUNNER_CLUSTER_NODES=${RUNNER_CLUSTER_NODES:-4} cluster_up
+# A fake node takes 110 Pods: enough nodes for the settled Runners and the
+# largest burst at once (replicas 1), or Pods stay Pending and nothing settles.
+max_burst=$(printf '%s\n' $BURSTS "$SETTLED" | sort -n | tail -n 1)
+RUNNER_CLUSTER_NODES=${RUNNER_CLUSTER_NODES:-$(((SETTLED + PROBES + max_burst + 99) / 100))} cluster_up
 has relist || has burst-changes && settle
 for round in $(seq "$REPEAT"); do
   for m in $(rotated "$round"); do
