@@ -235,12 +235,15 @@ passes_metric() {
   case $manager_name in twin*) echo controller_runtime_reconcile_total ;; *) echo runner_reconciles_total ;; esac
 }
 
-# reconciles: the manager's reconcile passes so far (its /metrics).
+# reconciles: the manager's reconcile passes so far (its /metrics), ours
+# without the resync's (runner_passes_total{trigger="resync"}): every
+# Runner once per 5 minutes, so a manager up that long is never quiet.
 reconciles() {
   local m
   m=$(passes_metric)
   curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
-    awk -v m="$m" 'index($0, m) == 1 && (substr($0, length(m) + 1, 1) ~ /[{ ]/) { s += $NF } END { printf "%d\n", s }'
+    awk -v m="$m" 'index($0, m) == 1 && (substr($0, length(m) + 1, 1) ~ /[{ ]/) { s += $NF }
+      /^runner_passes_total\{trigger="resync"/ { s -= $NF } END { printf "%d\n", s }'
 }
 
 # wait_quiet MIN: until the manager has reconciled at least MIN times and
