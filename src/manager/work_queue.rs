@@ -69,6 +69,10 @@ pub enum Next<T> {
     Done,
     /// Again after this long (at Low priority); failures forgotten.
     After(Duration, T),
+    /// It failed in a way that passes soon (a conflict): again after this
+    /// long, at the priority it ran at (a person's change retried at Low
+    /// would wait behind every Low key); failures kept as they are.
+    RetryAfter(Duration, T),
     /// It failed: again after the backoff of its failures in a row, at the
     /// priority it ran at.
     Backoff(T),
@@ -253,6 +257,7 @@ impl<K: Hash + Eq + Clone, T: Copy> Queue<K, T> {
                 self.failures.remove(key);
                 Some((d, Priority::Low, tag))
             }
+            Next::RetryAfter(d, tag) => Some((d, priority, tag)),
             Next::Backoff(tag) => {
                 let n = self.failures.entry(key.clone()).or_default();
                 *n = n.saturating_add(1);

@@ -30,6 +30,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Next::Done),
         (1u64..50).prop_map(|ms| Next::After(Duration::from_millis(ms), ())),
         Just(Next::Backoff(())),
+        (1u64..50).prop_map(|ms| Next::RetryAfter(Duration::from_millis(ms), ())),
     ];
     prop_oneof![
         4 => (0u8..12, priority).prop_map(|(k, p)| Op::Add(k, p)),
@@ -130,6 +131,7 @@ impl Model {
                 self.failures.remove(&k);
                 self.add_after(k, d, Priority::Low, now);
             }
+            Next::RetryAfter(d, ()) => self.add_after(k, d, ran_at, now),
             Next::Backoff(()) => {
                 let n = self.failures.entry(k).or_default();
                 *n += 1;
@@ -298,6 +300,22 @@ fn failures_back_off_per_key_and_a_success_resets_them() {
     q.add("web", Priority::High, (), now);
     let s = q.start(now).unwrap();
     assert_eq!(q.done(&s.key, Next::Backoff(()), now).unwrap().1, Some(backoff(1)), "counted from one again");
+}
+
+#[test]
+fn a_conflict_retry_keeps_the_priority_it_ran_at_and_a_requeue_is_low() {
+    let t0 = Instant::now();
+    let mut q: Queue<&str, ()> = Queue::new(backoff);
+    q.add("change", Priority::High, (), t0);
+    let s = q.start(t0).unwrap();
+    q.done(&s.key, Next::RetryAfter(Duration::from_millis(500), ()), t0);
+    let later = t0 + Duration::from_secs(1);
+    q.release_due(later);
+    assert_eq!(q.depth(Priority::High), 1, "retried at High, not behind the Low backlog");
+    let s = q.start(later).unwrap();
+    q.done(&s.key, Next::After(Duration::from_millis(500), ()), later);
+    q.release_due(later + Duration::from_secs(1));
+    assert_eq!(q.depth(Priority::Low), 1, "a requeue is Low");
 }
 
 #[test]

@@ -88,7 +88,7 @@ pub async fn run<P, F>(
                 let next = match outcome {
                     Ok(None) => Next::Done,
                     Ok(Some(after)) => Next::After(after, Trigger::Requeue),
-                    Err(Some(after)) => Next::After(after, Trigger::Retry),
+                    Err(Some(after)) => Next::RetryAfter(after, Trigger::Retry),
                     Err(None) => Next::Backoff(Trigger::Retry),
                 };
                 if let Some((worked, _)) = queue.done(&key, next, Instant::now()) {
