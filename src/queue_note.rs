@@ -10,43 +10,58 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct QueueNote {
     pub high: u64,
+    pub normal: u64,
     pub low: u64,
     pub oldest_wait: Duration,
 }
 
 impl QueueNote {
-    /// `high=2 low=10 oldestWaitMs=3200`.
+    /// `high=2 normal=5 low=10 oldestWaitMs=3200`.
     pub fn encode(&self) -> String {
-        format!("high={} low={} oldestWaitMs={}", self.high, self.low, self.oldest_wait.as_millis())
+        format!(
+            "high={} normal={} low={} oldestWaitMs={}",
+            self.high,
+            self.normal,
+            self.low,
+            self.oldest_wait.as_millis()
+        )
     }
 
-    /// The note [`QueueNote::encode`] wrote; None for anything else.
+    /// The note [`QueueNote::encode`] wrote; None for anything else. An
+    /// older manager's note has no `normal` (it had two priorities).
     pub fn parse(s: &str) -> Option<QueueNote> {
         let mut note = QueueNote::default();
         let mut seen = 0;
+        let mut normal = 0;
         for part in s.split_whitespace() {
             let (key, value) = part.split_once('=')?;
             let n: u64 = value.parse().ok()?;
             match key {
                 "high" => note.high = n,
+                "normal" => {
+                    note.normal = n;
+                    normal += 1;
+                }
                 "low" => note.low = n,
                 "oldestWaitMs" => note.oldest_wait = Duration::from_millis(n),
                 _ => return None,
             }
             seen += 1;
         }
-        (seen == 3).then_some(note)
+        (seen - normal == 3 && normal <= 1).then_some(note)
     }
 
     /// One line for people.
     pub fn describe(&self) -> String {
-        let waiting = self.high + self.low;
+        let waiting = self.high + self.normal + self.low;
         if waiting == 0 {
             return "work queue: nothing waiting".into();
         }
         format!(
-            "work queue: {waiting} Runner(s) waiting for a pass ({} high priority, {} low), the oldest for {:.1} s",
+            "work queue: {waiting} Runner(s) waiting for a pass ({} high priority, {} normal, {} low), the oldest \
+             for {:.1} s",
             self.high,
+            self.normal,
             self.low,
             self.oldest_wait.as_secs_f64()
         )
@@ -59,11 +74,14 @@ mod tests {
 
     #[test]
     fn a_note_reads_back_as_written_and_anything_else_is_refused() {
-        let n = QueueNote { high: 2, low: 10, oldest_wait: Duration::from_millis(3200) };
+        let n = QueueNote { high: 2, normal: 5, low: 10, oldest_wait: Duration::from_millis(3200) };
         assert_eq!(QueueNote::parse(&n.encode()), Some(n));
+        let older = QueueNote::parse("high=2 low=10 oldestWaitMs=3200");
+        assert_eq!(older, Some(QueueNote { normal: 0, ..n }), "an older manager's note");
         for bad in [
             "",
             "high=2 low=10",
+            "high=2 normal=1 normal=1 low=10 oldestWaitMs=1",
             "high=2 low=x oldestWaitMs=1",
             "high=1 low=1 oldestWaitMs=1 \x1b[31m=1",
             "evil",
@@ -74,10 +92,10 @@ mod tests {
 
     #[test]
     fn the_line_says_how_many_wait_by_priority_and_the_oldest_wait() {
-        let n = QueueNote { high: 2, low: 10, oldest_wait: Duration::from_millis(3200) };
+        let n = QueueNote { high: 2, normal: 5, low: 10, oldest_wait: Duration::from_millis(3200) };
         assert_eq!(
             n.describe(),
-            "work queue: 12 Runner(s) waiting for a pass (2 high priority, 10 low), the oldest for 3.2 s"
+            "work queue: 17 Runner(s) waiting for a pass (2 high priority, 5 normal, 10 low), the oldest for 3.2 s"
         );
         assert_eq!(QueueNote::default().describe(), "work queue: nothing waiting");
     }

@@ -146,7 +146,7 @@ mod tests {
         cfg.identity = "laptop-42".into();
         cfg.lease_namespace = "runner-system".into();
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let queue = QueueNote { high: 1, low: 2, oldest_wait: Duration::from_secs(3) };
+        let queue = QueueNote { high: 1, normal: 0, low: 2, oldest_wait: Duration::from_secs(3) };
         let l = lease(&cfg, "laptop pid 42", now, Some(queue));
         let a = l.metadata.annotations.clone().unwrap();
         assert_eq!(QueueNote::parse(&a[PRESENCE_QUEUE]), Some(queue));

@@ -143,6 +143,7 @@ impl QueueMetrics {
         let sampled = self.sampled.load(std::sync::atomic::Ordering::Relaxed);
         sampled.then(|| crate::queue_note::QueueNote {
             high: depth(Priority::High),
+            normal: depth(Priority::Normal),
             low: depth(Priority::Low),
             oldest_wait: Duration::from_secs_f64(self.oldest_wait.get_or_create(&label).get().max(0.0)),
         })

@@ -15,7 +15,9 @@ pub type Key = ObjectRef<Packed<Runner>>;
 /// `runner_passes_total`, so a bench names what its passes were for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Trigger {
-    /// A new Runner, or a new generation, deletion or finalizer of one.
+    /// A Runner created (its first pass).
+    RunnerCreated,
+    /// A new generation, deletion or finalizer of a Runner.
     RunnerChange,
     /// The manager's first list of the Runners (its start).
     RunnerListed,
@@ -37,6 +39,7 @@ impl Trigger {
     /// (`trigger`, `kind`) label values; `kind` is empty but for children.
     pub fn labels(self) -> (&'static str, &'static str) {
         match self {
+            Trigger::RunnerCreated => ("runner_created", ""),
             Trigger::RunnerChange => ("runner_change", ""),
             Trigger::RunnerListed => ("runner_listed", ""),
             Trigger::Child(kind) => ("child_event", kind),

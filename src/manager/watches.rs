@@ -76,6 +76,19 @@ fn runner_changed(before: Option<&ObjectMeta>, now: &ObjectMeta) -> bool {
     key(b) != key(now) || (finalizers(b) != finalizers(now) && ours_added != finalizers(now))
 }
 
+/// The pass a Runner event asks for, if any ([`runner_changed`]), and how
+/// urgent it is: the first list's is Low; a Runner seen for the first time
+/// (created, or deleted and created again) is Normal, so a burst of creates does not hold up a change to
+/// a Runner that exists, which is High.
+fn runner_work(before: Option<&ObjectMeta>, now: &ObjectMeta, listed: bool) -> Option<(Priority, Trigger)> {
+    let created = before.is_none_or(|b| b.uid != now.uid);
+    runner_changed(before, now).then_some(match (listed, created) {
+        (true, _) => (Priority::Low, Trigger::RunnerListed),
+        (false, true) => (Priority::Normal, Trigger::RunnerCreated),
+        (false, false) => (Priority::High, Trigger::RunnerChange),
+    })
+}
+
 /// How urgent a child event is: its deletion, or an edit (a new generation,
 /// other labels or owners) is someone's change; a status that moved is the
 /// child's progress.
@@ -248,10 +261,10 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
                         Seen::Unknown | Seen::Newer => cached.as_deref().map(kube::Resource::meta).cloned(),
                     };
                     let listed = matches!(event, Ok(watcher::Event::InitApply(_)));
-                    runner_changed(before.as_ref(), meta).then(|| Work {
+                    runner_work(before.as_ref(), meta, listed).map(|(priority, trigger)| Work {
                         key: ObjectRef::from_obj(r),
-                        priority: if listed { Priority::Low } else { Priority::High },
-                        trigger: if listed { Trigger::RunnerListed } else { Trigger::RunnerChange },
+                        priority,
+                        trigger,
                     })
                 }
                 Ok(watcher::Event::Delete(r)) => {

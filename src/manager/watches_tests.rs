@@ -34,6 +34,19 @@ fn a_runner_needs_a_pass_when_new_or_its_spec_deletion_or_finalizers_change() {
 }
 
 #[test]
+fn a_change_to_a_runner_that_exists_goes_before_a_create_and_a_list_after_both() {
+    let meta = |r: CachedRunner| kube::Resource::meta(&r).clone();
+    let base = meta(cached("u1", 1, |_| {}));
+    let spec = meta(cached("u1", 2, |_| {}));
+    let again = meta(cached("u2", 1, |_| {}));
+    assert_eq!(runner_work(None, &base, false), Some((Priority::Normal, Trigger::RunnerCreated)));
+    assert_eq!(runner_work(Some(&base), &again, false), Some((Priority::Normal, Trigger::RunnerCreated)));
+    assert_eq!(runner_work(Some(&base), &spec, false), Some((Priority::High, Trigger::RunnerChange)));
+    assert_eq!(runner_work(None, &base, true), Some((Priority::Low, Trigger::RunnerListed)));
+    assert_eq!(runner_work(Some(&base), &base, false), None, "nothing changed");
+}
+
+#[test]
 fn a_child_edited_or_new_is_urgent_and_its_status_moving_is_not() {
     let meta = |generation: Option<i64>, label: &str| ObjectMeta {
         generation,

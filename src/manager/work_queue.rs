@@ -10,18 +10,25 @@
 //!   starts first (kube-runtime's scheduler took the next key from a hash
 //!   set, and a key that hashed late kept losing to newer ones: 1,000
 //!   Runners created in order waited up to 55 s while the backlog took 7 s);
-//! - two priorities, as controller-runtime's (since v0.23): a change that a
-//!   person or another controller made ([`Priority::High`]) starts before
-//!   work that comes from a list, a relist, a resync or a child's progress
-//!   ([`Priority::Low`]); a key queued Low that gets a High add moves to the
-//!   High queue's tail;
+//! - three priorities. Above controller-runtime's two (since v0.23), where
+//!   a list, a relist, a resync or a child's progress ([`Priority::Low`])
+//!   waits for everything else, a change someone made to what exists (a
+//!   new generation, a deletion, a child edited or deleted by another
+//!   hand: [`Priority::High`]) also goes before a Runner's first pass
+//!   ([`Priority::Normal`]): in a burst of 1,000 creates, a person's
+//!   change to another Runner would otherwise queue behind the whole
+//!   burst (20 s p99 where the drain took 20 s). A key queued lower that
+//!   gets a more urgent add moves to that priority's tail and keeps its
+//!   wait;
 //! - and no starvation, where controller-runtime's strict order starves the
-//!   low priority under a steady high stream (its issue #3496): while Low
-//!   work waits, at least one start in every [`LOW_EVERY`] is Low. So a key
-//!   at position `p` of the Low queue (1 = its head) starts within
-//!   `p * LOW_EVERY` starts, however steady the High stream: with 16 passes
-//!   in flight of 20 ms each, position 100 of a relist waits at most
-//!   100 * 4 * 20 ms / 16 = 0.5 s more than an empty High queue would let it.
+//!   low priority under a steady high stream (its issue #3496): a priority
+//!   with work waiting that [`LOW_EVERY`] - 1 starts in a row passed over
+//!   gets the next start (the more urgent first when two are due). So a
+//!   key at position `p` of a priority below the most urgent one waiting
+//!   (1 = its head) starts within `p * (LOW_EVERY + 1)` starts, however
+//!   steady the stream above it: with 16 passes in flight of 20 ms each,
+//!   position 100 of a relist waits at most 100 * 5 * 20 ms / 16 = 0.6 s
+//!   more than an empty queue above would let it.
 //!
 //! Delays: [`Queue::add_after`] (a requeue) and, for a failed pass, a per-key
 //! exponential backoff ([`Next::Backoff`], the policy given to
@@ -32,22 +39,28 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-/// While Low work waits, one start in this many is Low.
+/// A priority with work waiting gets at least one start in this many
+/// (one more when two lower priorities are due at once).
 pub const LOW_EVERY: u32 = 4;
+
+/// How many priorities there are.
+const LEVELS: usize = 3;
 
 /// How urgent a key's pass is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Priority {
-    /// A change someone made: a new generation, a deletion, a child edited
-    /// or deleted by another hand.
+    /// A change someone made to what exists: a new generation, a
+    /// deletion, a child edited or deleted by another hand.
     High,
+    /// A Runner's first pass: it was just created.
+    Normal,
     /// Work the manager finds itself: a list, a relist, a resync, a child's
     /// progress, a requeue.
     Low,
 }
 
 impl Priority {
-    pub const ALL: [Priority; 2] = [Priority::High, Priority::Low];
+    pub const ALL: [Priority; LEVELS] = [Priority::High, Priority::Normal, Priority::Low];
 
     fn index(self) -> usize {
         self as usize
@@ -57,6 +70,7 @@ impl Priority {
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::High => "high",
+            Priority::Normal => "normal",
             Priority::Low => "low",
         }
     }
@@ -113,8 +127,8 @@ enum State<T> {
 
 /// The work queue. See the module doc for its guarantees.
 pub struct Queue<K, T> {
-    fifo: [VecDeque<(K, u64)>; 2],
-    depth: [usize; 2],
+    fifo: [VecDeque<(K, u64)>; LEVELS],
+    depth: [usize; LEVELS],
     state: HashMap<K, State<T>>,
     /// Keys waiting for a delay: when due, with the priority and tag to
     /// queue them at. One entry per key; `due` indexes them by time.
@@ -122,8 +136,9 @@ pub struct Queue<K, T> {
     due: BTreeMap<(Instant, u64), K>,
     failures: HashMap<K, u32>,
     backoff: fn(u32) -> Duration,
-    /// High starts in a row while Low work waited.
-    high_streak: u32,
+    /// Per priority: starts in a row that passed it over while it had
+    /// work waiting.
+    passed_over: [u32; LEVELS],
     seq: u64,
 }
 
@@ -132,13 +147,13 @@ impl<K: Hash + Eq + Clone, T: Copy> Queue<K, T> {
     pub fn new(backoff: fn(u32) -> Duration) -> Self {
         Queue {
             fifo: Default::default(),
-            depth: [0; 2],
+            depth: [0; LEVELS],
             state: HashMap::new(),
             delayed: HashMap::new(),
             due: BTreeMap::new(),
             failures: HashMap::new(),
             backoff,
-            high_streak: 0,
+            passed_over: [0; LEVELS],
             seq: 0,
         }
     }
@@ -160,7 +175,7 @@ impl<K: Hash + Eq + Clone, T: Copy> Queue<K, T> {
             },
             Some(State::Queued(q)) if q.priority <= priority => false,
             Some(State::Queued(q)) => {
-                // Moves up: the Low entry goes stale; it keeps its wait.
+                // Moves up: the lower entry goes stale; it keeps its wait.
                 let since = q.since;
                 self.depth[q.priority.index()] -= 1;
                 self.enqueue(key, priority, tag, since);
@@ -216,18 +231,17 @@ impl<K: Hash + Eq + Clone, T: Copy> Queue<K, T> {
     /// The next key to start, now marked running; None when nothing is
     /// queued. The caller bounds how many run at once.
     pub fn start(&mut self, now: Instant) -> Option<Start<K, T>> {
-        let (high, low) = (self.depth[0] > 0, self.depth[1] > 0);
-        let priority = match (high, low) {
-            (false, false) => return None,
-            (true, false) => Priority::High,
-            (false, true) => Priority::Low,
-            (true, true) if self.high_streak + 1 >= LOW_EVERY => Priority::Low,
-            (true, true) => Priority::High,
-        };
-        self.high_streak = match (priority, low) {
-            (Priority::High, true) => self.high_streak + 1,
-            _ => 0,
-        };
+        let waiting = Priority::ALL.map(|p| self.depth[p.index()] > 0);
+        let top = Priority::ALL.into_iter().find(|p| waiting[p.index()])?;
+        let priority = Priority::ALL
+            .into_iter()
+            .filter(|p| *p > top && waiting[p.index()])
+            .find(|p| self.passed_over[p.index()] + 1 >= LOW_EVERY)
+            .unwrap_or(top);
+        for p in Priority::ALL {
+            let i = p.index();
+            self.passed_over[i] = if waiting[i] && p != priority { self.passed_over[i] + 1 } else { 0 };
+        }
         let queue = &mut self.fifo[priority.index()];
         while let Some((key, seq)) = queue.pop_front() {
             let Some(State::Queued(q)) = self.state.get(&key) else { continue };

@@ -1,7 +1,8 @@
 //! The work queue's guarantees (its module doc), checked on random runs of
-//! adds, starts, completions, requeues and failures against a model of two
-//! FIFOs: FIFO within a priority, no key twice in flight, nothing lost, and
-//! Low work started within its bound however steady the High stream.
+//! adds, starts, completions, requeues and failures against a model of one
+//! FIFO per priority: FIFO within a priority, no key twice in flight,
+//! nothing lost, and work below the most urgent started within its bound
+//! however steady the stream above it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let priority = prop_oneof![Just(Priority::High), Just(Priority::Low)];
+    let priority = prop_oneof![Just(Priority::High), Just(Priority::Normal), Just(Priority::Low)];
     let next = prop_oneof![
         Just(Next::Done),
         (1u64..50).prop_map(|ms| Next::After(Duration::from_millis(ms), ())),
@@ -41,20 +42,20 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// What the queue should hold: two FIFOs, the running keys (the priority
-/// they run at, their dirty mark), the delayed keys, failures in a row,
-/// and for each Low key the start count when it was queued and its
-/// position then.
+/// What the queue should hold: a FIFO per priority, the running keys (the
+/// priority they run at, their dirty mark), the delayed keys, failures in
+/// a row, and for each key queued below High the start count when it was
+/// queued and its position then.
 #[derive(Default)]
 struct Model {
-    fifo: [VecDeque<u8>; 2],
+    fifo: [VecDeque<u8>; 3],
     running: Vec<(u8, Priority, Option<Priority>)>,
     /// key -> (due, order of the delay, priority)
     delayed: HashMap<u8, (Instant, u64, Priority)>,
     delays: u64,
     failures: HashMap<u8, u32>,
     starts: u64,
-    low_since: HashMap<u8, (u64, u64)>,
+    lower_since: HashMap<u8, (u64, u64)>,
     /// Keys added since their last start began (nothing may lose them).
     owed: HashSet<u8>,
 }
@@ -62,7 +63,8 @@ struct Model {
 fn idx(p: Priority) -> usize {
     match p {
         Priority::High => 0,
-        Priority::Low => 1,
+        Priority::Normal => 1,
+        Priority::Low => 2,
     }
 }
 
@@ -73,8 +75,8 @@ impl Model {
 
     fn push(&mut self, k: u8, p: Priority) {
         self.fifo[idx(p)].push_back(k);
-        if p == Priority::Low {
-            self.low_since.insert(k, (self.starts, self.fifo[1].len() as u64));
+        if p != Priority::High {
+            self.lower_since.insert(k, (self.starts, self.fifo[idx(p)].len() as u64));
         }
     }
 
@@ -86,9 +88,9 @@ impl Model {
         }
         match self.queued(k) {
             Some(q) if q <= p => {}
-            Some(_) => {
-                self.fifo[1].retain(|x| *x != k);
-                self.low_since.remove(&k);
+            Some(q) => {
+                self.fifo[idx(q)].retain(|x| *x != k);
+                self.lower_since.remove(&k);
                 self.push(k, p);
             }
             None => self.push(k, p),
@@ -207,11 +209,11 @@ fn check_start(m: &mut Model, got: Option<Start<u8, ()>>) -> Result<(), TestCase
     // First in, first out: the head of its priority's queue.
     prop_assert_eq!(m.fifo[idx(s.priority)].front(), Some(&s.key), "{:?}", m.fifo);
     m.fifo[idx(s.priority)].pop_front();
-    if let Some((since, pos)) = m.low_since.remove(&s.key) {
+    if let Some((since, pos)) = m.lower_since.remove(&s.key) {
         let waited = m.starts - since;
         prop_assert!(
-            waited < pos * u64::from(LOW_EVERY),
-            "Low key {} at position {} waited {} starts",
+            waited < pos * u64::from(LOW_EVERY + 1),
+            "key {} queued below High at position {} waited {} starts",
             s.key,
             pos,
             waited
@@ -249,6 +251,29 @@ fn a_steady_high_stream_leaves_every_fourth_start_to_low_work() {
     let lows = order.iter().filter(|p| **p == Priority::Low).count();
     assert_eq!(lows, 10, "{order:?}");
     assert!(order.chunks(LOW_EVERY as usize).all(|c| c.contains(&Priority::Low)), "{order:?}");
+}
+
+#[test]
+fn a_change_overtakes_a_burst_of_creates_and_neither_starves_the_low_work() {
+    let now = Instant::now();
+    let mut q: Queue<u32, ()> = Queue::new(backoff);
+    for k in 0..8 {
+        q.add(100 + k, Priority::Normal, (), now);
+        q.add(200 + k, Priority::Low, (), now);
+    }
+    q.add(1, Priority::High, (), now);
+    let first = q.start(now).unwrap();
+    assert_eq!(first.key, 1, "the change goes before the burst queued earlier");
+    q.done(&first.key, Next::Done, now);
+    let mut order = Vec::new();
+    while let Some(s) = q.start(now) {
+        order.push(s.priority);
+        q.done(&s.key, Next::Done, now);
+    }
+    // Normal is the most urgent waiting: Low gets one start in LOW_EVERY.
+    let head: Vec<_> = order[..8].to_vec();
+    assert_eq!(head.iter().filter(|p| **p == Priority::Low).count(), 2, "{order:?}");
+    assert!(head.chunks(LOW_EVERY as usize).all(|c| c.contains(&Priority::Low)), "{order:?}");
 }
 
 #[test]

@@ -136,7 +136,8 @@ fn present(
 #[test]
 fn the_leaders_and_a_local_managers_work_queue_is_shown_from_their_presence() {
     use crate::queue_note::QueueNote;
-    let queue = QueueNote { high: 2, low: 10, oldest_wait: std::time::Duration::from_millis(3200) };
+    let queue =
+        QueueNote { high: 2, normal: 0, low: 10, oldest_wait: std::time::Duration::from_millis(3200) };
     let with_queue = |mut l: k8s_openapi::api::coordination::v1::Lease, name: String| {
         l.metadata.name = Some(name);
         let a = l.metadata.annotations.get_or_insert_default();
