@@ -76,6 +76,20 @@ fn runner_changed(before: Option<&ObjectMeta>, now: &ObjectMeta) -> bool {
     key(b) != key(now) || (finalizers(b) != finalizers(now) && ours_added != finalizers(now))
 }
 
+/// What the pass that made our last write of a Runner had seen of it: the
+/// write's answer, but at the generation the pass converged (its status's
+/// observedGeneration). A spec change that landed while the pass ran is in
+/// the answer, and compared with the answer as it is, its event would
+/// look like nothing new: the change would wait for the next pass someone
+/// else brings (3 s and more for a person's change during a burst).
+fn what_our_pass_saw(ours: &Runner) -> ObjectMeta {
+    let mut meta = ours.metadata.clone();
+    if let Some(g) = ours.status.as_ref().and_then(|s| s.observed_generation) {
+        meta.generation = Some(g);
+    }
+    meta
+}
+
 /// The pass a Runner event asks for, if any ([`runner_changed`]), and how
 /// urgent it is: the first list's is Low; a Runner seen for the first time
 /// (created, or deleted and created again) is Normal, so a burst of creates does not hold up a change to
@@ -257,7 +271,7 @@ pub fn start(client: &Client, namespaces: &[String]) -> Watches {
                     let ours = seen.fresher(None, ns, meta.name.as_deref().unwrap_or_default());
                     let cached = store.get(&ObjectRef::from_obj(r));
                     let before = match seen.observe(r) {
-                        Seen::Echo | Seen::Older => ours.as_deref().map(kube::Resource::meta).cloned(),
+                        Seen::Echo | Seen::Older => ours.as_deref().map(what_our_pass_saw),
                         Seen::Unknown | Seen::Newer => cached.as_deref().map(kube::Resource::meta).cloned(),
                     };
                     let listed = matches!(event, Ok(watcher::Event::InitApply(_)));

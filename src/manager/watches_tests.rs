@@ -3,12 +3,16 @@
 use super::*;
 use crate::api::RunnerSpec;
 
-fn cached(uid: &str, generation: i64, edit: impl FnOnce(&mut Runner)) -> CachedRunner {
+fn runner(uid: &str, generation: i64, edit: impl FnOnce(&mut Runner)) -> Runner {
     let mut r = Runner::new("web", RunnerSpec::new("nginx:1"));
     r.metadata.uid = Some(uid.into());
     r.metadata.generation = Some(generation);
     edit(&mut r);
-    Packed::pack(r).expect("packs")
+    r
+}
+
+fn cached(uid: &str, generation: i64, edit: impl FnOnce(&mut Runner)) -> CachedRunner {
+    Packed::pack(runner(uid, generation, edit)).expect("packs")
 }
 
 #[test]
@@ -44,6 +48,23 @@ fn a_change_to_a_runner_that_exists_goes_before_a_create_and_a_list_after_both()
     assert_eq!(runner_work(Some(&base), &spec, false), Some((Priority::High, Trigger::RunnerChange)));
     assert_eq!(runner_work(None, &base, true), Some((Priority::Low, Trigger::RunnerListed)));
     assert_eq!(runner_work(Some(&base), &base, false), None, "nothing changed");
+}
+
+#[test]
+fn a_change_that_landed_while_our_pass_ran_is_not_hidden_by_our_writes_answer() {
+    // Our status write answered with generation 3 (a person's change landed
+    // meanwhile) and observedGeneration 2: the pass had converged 2.
+    let ours = runner("u1", 3, |r| {
+        r.status = Some(crate::api::RunnerStatus { observed_generation: Some(2), ..Default::default() })
+    });
+    let change = kube::Resource::meta(&cached("u1", 3, |_| {})).clone();
+    let saw = what_our_pass_saw(&ours);
+    assert_eq!(runner_work(Some(&saw), &change, false), Some((Priority::High, Trigger::RunnerChange)));
+    // Caught up: our answer at the generation it observed hides its echo.
+    let caught_up = runner("u1", 3, |r| {
+        r.status = Some(crate::api::RunnerStatus { observed_generation: Some(3), ..Default::default() })
+    });
+    assert_eq!(runner_work(Some(&what_our_pass_saw(&caught_up)), &change, false), None);
 }
 
 #[test]
