@@ -2,8 +2,8 @@
 //! [`certs::plan`], writes the result guarded by the resourceVersion it
 //! read (of replicas starting at once, one write wins; the others get a
 //! conflict, read the winner's certificates and keep them), serves what
-//! the Secret holds, and makes the caBundles match: the CRD's
-//! ([`super::crd`]) and the validating webhook's ([`super::validating`]).
+//! the Secret holds, and makes the caBundles match: the CRD's and the
+//! validating webhook's ([`super::ca_bundle`]).
 //! It looks again when the Secret changes (another replica renewed), at the
 //! plan's next check, and every [`RECHECK`] to repair a caBundle someone
 //! changed. Only its own Secret is read: get and watch by name, no list.
@@ -12,14 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::ca_bundle::ensure;
 use super::serve::CertSlot;
-use super::{crd, validating};
 use crate::client::guarded::{self, Step};
 use crate::error::{FromApi, is_conflict};
 use crate::manager::error::{Error, Result};
@@ -80,18 +82,11 @@ impl Keeper {
             },
         )
         .await
-        .map_err(|f| match f {
-            guarded::Failed::Before(e) => e,
-            guarded::Failed::Write(e) => self.err("update", e),
-            guarded::Failed::KeptChanging => Error::Webhook(format!(
-                "Secret {}/{SECRET} kept changing under {} writes",
-                self.namespace,
-                guarded::ATTEMPTS
-            )),
-        })?;
+        .map_err(|f| super::guarded_error::<Secret>(&self.namespace, SECRET, "update", f))?;
         self.slot.load(&material.tls_crt, &material.tls_key).map_err(Error::Webhook)?;
-        let converts = crd::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
-        let validates = validating::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
+        let (client, target, ca) = (&self.client, &self.target, &material.ca_crt);
+        let converts = ensure::<CustomResourceDefinition>(client, target, ca).await?;
+        let validates = ensure::<ValidatingWebhookConfiguration>(client, target, ca).await?;
         let resource_version = kept.metadata.resource_version.unwrap_or_default();
         Ok(Kept { resource_version, next_check, converts, validates })
     }
