@@ -19,10 +19,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Preconditions};
 
-use super::fix::{Error, Result};
+use super::fix::{Error, Result, not_written};
 use super::snapshot::Snapshot;
 use super::view::registrations::{self as view, Holding, Object};
-use crate::client::guarded;
 use crate::client::registrations::put_back;
 use crate::error::{FromApi, is_conflict, is_not_found};
 use crate::webhook::local::{Holder, LEASE};
@@ -87,7 +86,7 @@ pub async fn restore(client: &Client, fix: &RestoreFix) -> Result<Restored> {
             put_back::<ValidatingWebhookConfiguration, _, _, _>(client, None, unreadable, check).await
         }
     };
-    Ok(match put.map_err(|f| written(fix, f))? {
+    Ok(match put.map_err(|f| not_written(f, "restore", fix.object.kind(), "", fix.object.name()))? {
         Some(lease) => Restored::Done { lease },
         None => Restored::Already,
     })
@@ -134,22 +133,6 @@ pub async fn delete_lease(client: &Client, lease: &ExpiredLease) -> Result<()> {
             why: "it was renewed or replaced since it was read".into(),
         }),
         Err(e) => Err(Error::api("delete", "Lease", &lease.namespace, LEASE, e)),
-    }
-}
-
-/// The fix's error for a restore that did not write: the re-check's own,
-/// the API failure, or, when others kept writing first, "changed".
-fn written(fix: &RestoreFix, failed: guarded::Failed<Error>) -> Error {
-    match failed {
-        guarded::Failed::Before(e) => e,
-        guarded::Failed::Write(e) => Error::api("restore", fix.object.kind(), "", fix.object.name(), e),
-        guarded::Failed::KeptChanging => Error::FixChanged {
-            object: fix.object.display(),
-            why: format!(
-                "it changed under each of {} writes guarded by the resourceVersion read",
-                guarded::ATTEMPTS
-            ),
-        },
     }
 }
 
