@@ -1,16 +1,11 @@
 //! `diagnose --fix` for the registrations a local manager left pointing at
-//! itself: puts back what its annotation saved, then deletes its expired
-//! Lease. The candidates come from the snapshot (pure); each restore is
-//! [`put_back`], the one the local manager runs on exit,
-//! with this module's re-check: after each read of the object the holder's
-//! Lease is read too and judged by the wall clock with the checks' rule
-//! ([`view::holding`]). A holder that came back, or anyone's write in
-//! between, makes the guarded write answer 409, and the object and the
-//! Lease are read and judged again (the holder back is then refused).
-//!
-//! Between the Lease read and the write a holder may come back without
-//! touching the object yet; it then finds its registration restored and
-//! points it at itself again, as on any start.
+//! itself: puts back what its annotation saved ([`put_back`], the restore
+//! the local manager runs on exit), then deletes its expired Lease. The
+//! candidates come from the snapshot (pure). After each read of the object
+//! the holder's Lease is read too and judged by the wall clock with the
+//! checks' rule ([`view::holding`]): a holder back is refused. A holder
+//! that comes back between that read and the write finds its registration
+//! restored and points it at itself again, as on any start.
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use kube::core::conversion::ConversionReview;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -134,11 +133,6 @@ pub fn guarded_error<K: kube::Resource<DynamicType = ()>>(
             guarded::ATTEMPTS
         )),
     }
-}
-
-/// The conversion itself: pure, in `api::conversion`.
-fn review(review: ConversionReview) -> ConversionReview {
-    crate::api::conversion::review(review)
 }
 
 #[cfg(test)]

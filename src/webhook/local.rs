@@ -33,8 +33,6 @@ pub const SAVED_ANNOTATION: &str = "lab.cloudlab.training/local-webhooks";
 /// The Lease (manager's namespace) naming the local manager that holds
 /// the registrations; renewed while it runs, deleted on exit.
 pub const LEASE: &str = "runner-local-webhooks";
-/// Field manager of a local manager's writes to the registrations.
-pub const FIELD_MANAGER: &str = "kubectl-runner-local-webhooks";
 
 /// The local manager pointing registrations at itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -100,7 +100,7 @@ pub fn routes(started: Instant, admission: Admission, calls: Arc<Calls>) -> Rout
                         .into_response();
                 }
             };
-            let Ok(out) = serde_json::to_vec(&super::review(review)) else {
+            let Ok(out) = serde_json::to_vec(&crate::api::conversion::review(review)) else {
                 return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the ConversionReview\n")
                     .into_response();
             };

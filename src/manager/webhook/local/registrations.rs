@@ -1,10 +1,8 @@
-//! The writes of a local manager's registrations: the Runner CRD's
-//! conversion and the ValidatingWebhookConfiguration, pointed at this
-//! process ([`crate::webhook::local::point`] on a fresh read, written
-//! guarded by that read's resourceVersion: a conflict reads again) and put
-//! back on exit by the restore `diagnose --fix` runs too
-//! ([`crate::client::registrations::put_back`]), here only where they
-//! still name this manager.
+//! A local manager's registrations (the Runner CRD's conversion and the
+//! ValidatingWebhookConfiguration): pointed at this process
+//! ([`local::point`] on a fresh read, written guarded by its
+//! resourceVersion), and put back on exit where they still name it
+//! ([`put_back`], as `diagnose --fix` does after a crash).
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
