@@ -167,15 +167,12 @@ pub struct Tally {
 impl Tally {
     /// Adds one Runner's outcome.
     pub fn add(&mut self, outcome: rewrite::Outcome) {
+        use rewrite::Outcome::{Deleted, Rewritten};
+        let (Rewritten { retries } | Deleted { retries }) = outcome;
+        self.retried += retries as usize;
         match outcome {
-            rewrite::Outcome::Rewritten { retries } => {
-                self.rewritten += 1;
-                self.retried += retries as usize;
-            }
-            rewrite::Outcome::Deleted { retries } => {
-                self.skipped += 1;
-                self.retried += retries as usize;
-            }
+            Rewritten { .. } => self.rewritten += 1,
+            Deleted { .. } => self.skipped += 1,
         }
     }
 

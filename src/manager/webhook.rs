@@ -40,11 +40,6 @@ impl WebhookConfig {
         names.extend(self.target.extra_name());
         names
     }
-
-    /// How long the webhooks keep answering once the manager stops: see [`DRAIN`].
-    pub fn drain(&self) -> Duration {
-        drain_for(&self.target)
-    }
 }
 
 /// Behind a Service, a Pod being deleted stays an endpoint for a moment:
@@ -74,7 +69,7 @@ pub struct Serving {
 
 impl Serving {
     /// Called when the manager begins to stop: keeps answering for
-    /// [`WebhookConfig::drain`], then stops the server and its connections.
+    /// [`drain_for`] its target, then stops the server and its connections.
     pub async fn drain(self) {
         tokio::time::sleep(self.drain).await;
         let _ = self.stop.send(true);
@@ -111,7 +106,7 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
     let bound = serve::serve(cfg.listen, slot, routes, shutdown.clone()).await?;
     info!(%bound, target = ?cfg.target, "serving the conversion and validating webhooks");
     tokio::spawn(keeper.run(kept, shutdown));
-    Ok(Serving { bound, stop, drain: cfg.drain() })
+    Ok(Serving { bound, stop, drain: drain_for(&cfg.target) })
 }
 
 /// The manager's error for a guarded write ([`guarded::write`]) of the

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use super::ca_bundle::ensure;
 use super::serve::CertSlot;
 use crate::client::guarded::{self, Step};
-use crate::error::{FromApi, is_conflict};
+use crate::error::FromApi;
 use crate::manager::error::{Error, Result};
 use crate::webhook::certs::{self, LIFETIMES};
 use crate::webhook::{SECRET, Target, secret};
@@ -53,14 +53,21 @@ pub struct Kept {
 }
 
 impl Keeper {
-    /// Reads, renews if the plan says so (a [`guarded::write`]: of
-    /// replicas writing at once one wins, the others read the winner's
+    /// Reads, renews (or makes) if the plan says so (a [`guarded::write`]:
+    /// of replicas writing at once one wins, the others read the winner's
     /// certificates), serves, and fixes the caBundles.
     pub async fn round(&self) -> Result<Kept> {
         let mut next_check = Timestamp::now();
         let (kept, material) = guarded::write(
-            || self.read(),
+            || async {
+                let read = self.secrets.get_opt(SECRET).await;
+                read.map_err(|e| Error::api("get", "Secret", &self.namespace, SECRET, e))
+            },
             |current| {
+                // None: created with its first material (install creates it
+                // empty, so the installed manager needs no `create`).
+                let named = ObjectMeta { name: Some(SECRET.into()), ..Default::default() };
+                let current = current.unwrap_or(Secret { metadata: named, ..Default::default() });
                 let now = Timestamp::now();
                 let material = secret::material(current.data.as_ref());
                 let plan = certs::plan(now, &material, &self.names, &LIFETIMES);
@@ -77,7 +84,11 @@ impl Keeper {
                 Ok(Step::Write((renewed, next)))
             },
             |(renewed, next)| async move {
-                let written = self.secrets.replace(SECRET, &PostParams::default(), &renewed).await?;
+                let params = PostParams::default();
+                let written = match renewed.metadata.resource_version {
+                    Some(_) => self.secrets.replace(SECRET, &params, &renewed).await?,
+                    None => self.secrets.create(&params, &renewed).await?,
+                };
                 Ok((written, next))
             },
         )
@@ -89,27 +100,6 @@ impl Keeper {
         let validates = ensure::<ValidatingWebhookConfiguration>(client, target, ca).await?;
         let resource_version = kept.metadata.resource_version.unwrap_or_default();
         Ok(Kept { resource_version, next_check, converts, validates })
-    }
-
-    /// The Secret; created empty when nothing did (install does, so the
-    /// installed manager needs no `create`; a local one may).
-    async fn read(&self) -> Result<Secret> {
-        if let Some(s) = self.secrets.get_opt(SECRET).await.map_err(|e| self.err("get", e))? {
-            return Ok(s);
-        }
-        let empty = Secret {
-            metadata: ObjectMeta { name: Some(SECRET.into()), ..Default::default() },
-            ..Default::default()
-        };
-        match self.secrets.create(&PostParams::default(), &empty).await {
-            Ok(s) => Ok(s),
-            Err(e) if is_conflict(&e) => self.secrets.get(SECRET).await.map_err(|e| self.err("get", e)),
-            Err(e) => Err(self.err("create", e)),
-        }
-    }
-
-    fn err(&self, op: &'static str, e: kube::Error) -> Error {
-        Error::api(op, "Secret", &self.namespace, SECRET, e)
     }
 
     /// Rounds until `shutdown`: after a change of the Secret, at the next
