@@ -62,7 +62,6 @@ pub fn drain_for(target: &Target) -> Duration {
 
 /// The server started by [`start`]; [`Serving::drain`] stops it.
 pub struct Serving {
-    pub bound: SocketAddr,
     stop: watch::Sender<bool>,
     drain: Duration,
 }
@@ -106,7 +105,7 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
     let bound = serve::serve(cfg.listen, slot, routes, shutdown.clone()).await?;
     info!(%bound, target = ?cfg.target, "serving the conversion and validating webhooks");
     tokio::spawn(keeper.run(kept, shutdown));
-    Ok(Serving { bound, stop, drain: drain_for(&cfg.target) })
+    Ok(Serving { stop, drain: drain_for(&cfg.target) })
 }
 
 /// The manager's error for a guarded write ([`guarded::write`]) of the
