@@ -3,7 +3,8 @@
 //! just read, and on a 409 read again, [`ATTEMPTS`] times at most. Every
 //! registration writer (the CRD's conversion, the validating webhook
 //! configuration), the webhook's keeper, migrate's prune and
-//! `diagnose --fix` go through [`write`].
+//! `diagnose --fix` go through [`write`]; one that may not be there yet is
+//! written with [`create_or_replace`].
 //!
 //! ```text
 //!  read ─► decide ─► Done(value)                      ─► Ok(value)
@@ -69,6 +70,20 @@ where
         }
     }
     Err(Failed::KeptChanging)
+}
+
+/// The write of an object that may not be there yet: a create when it
+/// carries no resourceVersion (none was read: two creating at once, one
+/// gets a 409), else a replace guarded by it.
+pub async fn create_or_replace<K>(api: &kube::Api<K>, name: &str, object: &K) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = kube::api::PostParams::default();
+    match object.meta().resource_version {
+        Some(_) => api.replace(name, &params, object).await,
+        None => api.create(&params, object).await,
+    }
 }
 
 #[cfg(test)]

@@ -124,10 +124,9 @@ pub trait Registration:
     type Pointing;
     /// Its name: the project has one of each.
     const NAME: &'static str;
-    /// What `current` (None: not there) holds that pointing replaces.
-    fn previous(current: Option<&Self>) -> Self::Previous;
-    /// `current` (None: not there yet) pointed by `pointing`.
-    fn pointed(current: Option<&Self>, pointing: Self::Pointing) -> Self;
+    /// `current` (None: not there yet) pointed by `pointing`, and what
+    /// that replaced.
+    fn pointed(current: Option<&Self>, pointing: Self::Pointing) -> (Self, Self::Previous);
     /// `self` with `previous` put back; None: delete it.
     fn put_back(self, previous: Self::Previous) -> Option<Self>;
 }
@@ -145,18 +144,12 @@ impl Registration for CustomResourceDefinition {
     type Pointing = CustomResourceConversion;
     const NAME: &'static str = crate::api::CRD_NAME;
 
-    fn previous(crd: Option<&Self>) -> CrdPrevious {
-        CrdPrevious {
-            conversion: crd.and_then(|c| c.spec.conversion.clone()),
-            served: crd.iter().flat_map(|c| &c.spec.versions).map(|v| (v.name.clone(), v.served)).collect(),
-        }
-    }
-
-    fn pointed(crd: Option<&Self>, conversion: CustomResourceConversion) -> Self {
+    fn pointed(crd: Option<&Self>, conversion: CustomResourceConversion) -> (Self, CrdPrevious) {
         let mut out = crd.cloned().unwrap_or_default();
-        out.spec.conversion = Some(conversion);
+        let served = out.spec.versions.iter().map(|v| (v.name.clone(), v.served)).collect();
+        let previous = CrdPrevious { conversion: out.spec.conversion.replace(conversion), served };
         out.spec.versions.iter_mut().for_each(|v| v.served = true);
-        out
+        (out, previous)
     }
 
     /// Versions the saved state does not name (added meanwhile) keep their `served`.
@@ -176,15 +169,12 @@ impl Registration for ValidatingWebhookConfiguration {
     type Pointing = ValidatingWebhookConfiguration;
     const NAME: &'static str = super::VALIDATING_CONFIG;
 
-    fn previous(current: Option<&Self>) -> ValidatingPrevious {
-        ValidatingPrevious { webhooks: current.map(|c| c.webhooks.clone().unwrap_or_default()) }
-    }
-
-    fn pointed(current: Option<&Self>, mut desired: Self) -> Self {
+    fn pointed(current: Option<&Self>, mut desired: Self) -> (Self, ValidatingPrevious) {
+        let webhooks = current.map(|c| c.webhooks.clone().unwrap_or_default());
         if let Some(c) = current {
             desired.metadata = c.metadata.clone();
         }
-        desired
+        (desired, ValidatingPrevious { webhooks })
     }
 
     fn put_back(mut self, previous: ValidatingPrevious) -> Option<Self> {
@@ -218,8 +208,8 @@ pub fn point<K: Registration>(current: Option<&K>, by: &Holder, pointing: K::Poi
         })?,
         None => None,
     };
-    let previous = existing.map_or_else(|| K::previous(current), |s| s.previous);
-    let mut out = K::pointed(current, pointing);
+    let (mut out, replaced) = K::pointed(current, pointing);
+    let previous = existing.map_or(replaced, |s| s.previous);
     let meta = out.meta_mut();
     meta.managed_fields = None;
     let value =

@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ObjectMeta, WatchEvent, WatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -84,12 +84,7 @@ impl Keeper {
                 Ok(Step::Write((renewed, next)))
             },
             |(renewed, next)| async move {
-                let params = PostParams::default();
-                let written = match renewed.metadata.resource_version {
-                    Some(_) => self.secrets.replace(SECRET, &params, &renewed).await?,
-                    None => self.secrets.create(&params, &renewed).await?,
-                };
-                Ok((written, next))
+                Ok((guarded::create_or_replace(&self.secrets, SECRET, &renewed).await?, next))
             },
         )
         .await

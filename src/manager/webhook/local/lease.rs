@@ -27,20 +27,6 @@ use crate::webhook::local::{LEASE, LEASE_DURATION_SECONDS, LEASE_RENEW_SECONDS, 
 /// Upper bound on one Lease request, so a dead connection fails a renewal.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn spec_for(holder: &str, now: Timestamp) -> LeaseSpec {
-    LeaseSpec {
-        holder_identity: Some(holder.into()),
-        lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
-        acquire_time: Some(MicroTime(now)),
-        renew_time: Some(MicroTime(now)),
-        ..Default::default()
-    }
-}
-
-fn err(namespace: &str, op: &'static str, e: kube::Error) -> Error {
-    Error::api(op, "Lease", namespace, LEASE, e)
-}
-
 /// Err naming the leader when a manager other than `identity` holds the
 /// leader Lease in `namespace` and renews it (the in-cluster manager, as a
 /// rule). A Lease that cannot be read (a namespace without one) is no leader.
@@ -65,7 +51,7 @@ pub async fn take(client: &kube::Client, namespace: &str, holder: &str) -> Resul
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let api = &api;
     guarded::write(
-        || async move { api.get_opt(LEASE).await.map_err(|e| err(namespace, "get", e)) },
+        || async move { api.get_opt(LEASE).await.map_err(|e| Error::api("get", "Lease", namespace, LEASE, e)) },
         |current| {
             let now = Timestamp::now();
             let spec = current.as_ref().and_then(|l| l.spec.as_ref());
@@ -78,15 +64,16 @@ pub async fn take(client: &kube::Client, namespace: &str, holder: &str) -> Resul
             }
             let name = ObjectMeta { name: Some(LEASE.into()), ..Default::default() };
             let metadata = current.map_or(name, |l| l.metadata);
-            Ok(Step::Write(Lease { metadata, spec: Some(spec_for(holder, now)) }))
+            let spec = LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+                acquire_time: Some(MicroTime(now)),
+                renew_time: Some(MicroTime(now)),
+                ..Default::default()
+            };
+            Ok(Step::Write(Lease { metadata, spec: Some(spec) }))
         },
-        |lease| async move {
-            let params = PostParams::default();
-            match lease.metadata.resource_version {
-                Some(_) => api.replace(LEASE, &params, &lease).await.map(drop),
-                None => api.create(&params, &lease).await.map(drop),
-            }
-        },
+        |lease| async move { guarded::create_or_replace(api, LEASE, &lease).await.map(drop) },
     )
     .await
     .map_err(|f| guarded_error::<Lease>(namespace, LEASE, "take", f))

@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use tracing::info;
 
 use super::super::guarded_error;
@@ -39,16 +39,9 @@ async fn point_one<K: Registration>(
     guarded::write(
         || async move { api.get_opt(K::NAME).await.map_err(|e| Error::api("get", K::kind(&()), "", K::NAME, e)) },
         |current| {
-            let pointed = local::point(current.as_ref(), by, pointing()).map_err(Error::Webhook)?;
-            Ok(Step::Write((current.is_some(), pointed)))
+            local::point(current.as_ref(), by, pointing()).map(Step::Write).map_err(Error::Webhook)
         },
-        |(exists, pointed)| async move {
-            let params = PostParams::default();
-            match exists {
-                true => api.replace(K::NAME, &params, &pointed).await.map(drop),
-                false => api.create(&params, &pointed).await.map(drop),
-            }
-        },
+        |pointed| async move { guarded::create_or_replace(api, K::NAME, &pointed).await.map(drop) },
     )
     .await
     .map_err(|f| guarded_error::<K>("", K::NAME, "point", f))
