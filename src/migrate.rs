@@ -238,7 +238,7 @@ impl Summary {
         prune: Prune,
     ) -> Self {
         let stored_versions_after = match prune {
-            Prune::Pruned | Prune::PrunedByMigration => plan.stored_after(),
+            Prune::Pruned | Prune::PrunedByMigration | Prune::NothingToDo => plan.stored_after(),
             _ => plan.stored_before.clone(),
         };
         let (_, unchecked) = plan.checkable();

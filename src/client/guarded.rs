@@ -13,9 +13,10 @@
 //!                                        └─► other     ─► Err(Failed::Write)
 //! ```
 
+use std::borrow::Cow;
 use std::future::Future;
 
-use crate::error::is_conflict;
+use crate::error::{FromApi, is_conflict};
 
 /// Reads before giving up when other writers keep winning: enough for a
 /// few replicas starting at once, few enough to end a real fight quickly.
@@ -40,6 +41,30 @@ pub enum Failed<E> {
     Write(kube::Error),
     /// Every one of [`ATTEMPTS`] writes met a conflict.
     KeptChanging,
+}
+
+impl<E: FromApi> Failed<E> {
+    /// As the caller's error: its own (from the read or the decision), the
+    /// write's as `op` on `kind ns/name` (`ns` empty: cluster-scoped), or,
+    /// when others kept writing first, `changed(object, why)`.
+    pub fn into_error(
+        self,
+        op: &'static str,
+        kind: impl Into<Cow<'static, str>>,
+        ns: &str,
+        name: &str,
+        changed: impl FnOnce(String, String) -> E,
+    ) -> E {
+        let kind = kind.into();
+        match self {
+            Failed::Before(e) => e,
+            Failed::Write(e) => E::api(op, kind, ns, name, e),
+            Failed::KeptChanging => changed(
+                if ns.is_empty() { format!("{kind} {name}") } else { format!("{kind} {ns}/{name}") },
+                format!("it changed under each of {ATTEMPTS} writes guarded by the resourceVersion read"),
+            ),
+        }
+    }
 }
 
 /// Reads with `read`, asks `decide`, writes with `write`; on a conflict,

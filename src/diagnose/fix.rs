@@ -124,30 +124,7 @@ pub async fn remove_finalizer(client: &Client, fix: &FinalizerFix) -> Result<()>
         |patch| async move { runners.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop) },
     )
     .await
-    .map_err(|f| not_written(f, "remove the finalizer from", "Runner", ns, name))
-}
-
-/// The fix's error for a [`guarded::write`] of `kind ns/name` (`ns` empty:
-/// cluster-scoped) that did not write: the re-check's own, the API
-/// failure, or, when others kept writing first, "changed".
-pub fn not_written(
-    failed: guarded::Failed<Error>,
-    op: &'static str,
-    kind: &'static str,
-    ns: &str,
-    name: &str,
-) -> Error {
-    match failed {
-        guarded::Failed::Before(e) => e,
-        guarded::Failed::Write(e) => Error::api(op, kind, ns, name, e),
-        guarded::Failed::KeptChanging => Error::FixChanged {
-            object: format!("{kind} {ns}{}{name}", if ns.is_empty() { "" } else { "/" }),
-            why: format!(
-                "it changed under each of {} writes guarded by the resourceVersion read",
-                guarded::ATTEMPTS
-            ),
-        },
-    }
+    .map_err(|f| f.into_error("remove the finalizer from", "Runner", ns, name, |object, why| Error::FixChanged { object, why }))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Preconditions};
 
-use super::fix::{Error, Result, not_written};
+use super::fix::{Error, Result};
 use super::snapshot::Snapshot;
 use super::view::registrations::{self as view, Holding, Object};
 use crate::client::registrations::put_back;
@@ -81,7 +81,9 @@ pub async fn restore(client: &Client, fix: &RestoreFix) -> Result<Restored> {
             put_back::<ValidatingWebhookConfiguration, _, _, _>(client, None, unreadable, check).await
         }
     };
-    Ok(match put.map_err(|f| not_written(f, "restore", fix.object.kind(), "", fix.object.name()))? {
+    let (kind, name) = (fix.object.kind(), fix.object.name());
+    let changed = |object, why| Error::FixChanged { object, why };
+    Ok(match put.map_err(|f| f.into_error("restore", kind, "", name, changed))? {
         Some(lease) => Restored::Done { lease },
         None => Restored::Already,
     })

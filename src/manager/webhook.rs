@@ -14,7 +14,6 @@ use tracing::{info, warn};
 
 use super::error::{Error, Result};
 use crate::client::guarded;
-use crate::error::FromApi;
 use crate::webhook::{Target, VALIDATING_CONFIG, service_dns_names};
 
 pub mod admission;
@@ -109,24 +108,14 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
 }
 
 /// The manager's error for a guarded write ([`guarded::write`]) of the
-/// `K` `ns/name` (`ns` empty: cluster-scoped) that failed: the caller's own
-/// error from the read or decision, the write's, or one naming the bound.
+/// `K` `ns/name` (`ns` empty: cluster-scoped) that failed.
 pub fn guarded_error<K: kube::Resource<DynamicType = ()>>(
     ns: &str,
     name: &str,
     op: &'static str,
     failed: guarded::Failed<Error>,
 ) -> Error {
-    match failed {
-        guarded::Failed::Before(e) => e,
-        guarded::Failed::Write(e) => Error::api(op, K::kind(&()), ns, name, e),
-        guarded::Failed::KeptChanging => Error::Webhook(format!(
-            "{} {ns}{}{name} kept changing under {} guarded writes",
-            K::kind(&()),
-            if ns.is_empty() { "" } else { "/" },
-            guarded::ATTEMPTS
-        )),
-    }
+    failed.into_error(op, K::kind(&()), ns, name, |object, why| Error::Webhook(format!("{object}: {why}")))
 }
 
 #[cfg(test)]

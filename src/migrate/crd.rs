@@ -73,7 +73,7 @@ pub async fn prune(
     };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crds = &crds;
-    let pruned = guarded::write(
+    guarded::write(
         || read(client),
         |mut now| {
             let stored = |crd: &mut CustomResourceDefinition, versions: Vec<String>| {
@@ -99,15 +99,14 @@ pub async fn prune(
             Ok(Prune::Pruned)
         },
     )
-    .await;
-    match pruned {
-        Ok(p) => Ok(p),
-        Err(guarded::Failed::Before(e)) => Err(e),
-        Err(guarded::Failed::Write(e)) => {
+    .await
+    .or_else(|failed| match failed {
+        guarded::Failed::Before(e) => Err(e),
+        guarded::Failed::Write(e) => {
             Err(Error::api("update status of", "CustomResourceDefinition", "", CRD_NAME, e))
         }
-        Err(guarded::Failed::KeptChanging) => Ok(changed),
-    }
+        guarded::Failed::KeptChanging => Ok(changed),
+    })
 }
 
 /// The preflight's reads: every Runner at each old version the apiserver
