@@ -96,20 +96,14 @@ impl Kept for ValidatingWebhookConfiguration {
     }
 }
 
-/// Pure: a local manager (`run-manager --local-webhooks`) has pointed this
-/// registration at itself, saving what it held in [`SAVED_ANNOTATION`]:
-/// the keeper leaves it alone until the local one puts it back, or the two
-/// would rewrite each other's caBundle every round.
-pub fn held_locally(meta: &kube::api::ObjectMeta) -> bool {
-    meta.annotations.as_ref().is_some_and(|a| a.contains_key(SAVED_ANNOTATION))
-}
-
 /// Pure: the apply body that makes `object`'s webhook trust `ca_bundle`
 /// (PEM) on `target`, guarded by the resourceVersion read; None when it
 /// already does, when (Service target) the Service does not keep it
-/// ([`Reached::by_service`]), or when a local manager holds it.
+/// ([`Reached::by_service`]), or when a local manager holds it (it carries
+/// [`SAVED_ANNOTATION`]: left alone until put back, or the two would
+/// rewrite each other's caBundle every round).
 pub fn apply_body<K: Kept>(object: &K, target: &Target, ca_bundle: &str) -> Option<Value> {
-    if held_locally(object.meta()) {
+    if object.meta().annotations.as_ref().is_some_and(|a| a.contains_key(SAVED_ANNOTATION)) {
         return None;
     }
     let now = object.reached();
@@ -164,20 +158,12 @@ mod tests {
     use crate::manifests::validating_webhook_configuration;
 
     #[test]
-    fn a_registration_carrying_the_saved_annotation_is_held_locally() {
-        let mut meta = kube::api::ObjectMeta::default();
-        assert!(!held_locally(&meta));
-        meta.annotations = Some([("other".to_string(), "x".to_string())].into());
-        assert!(!held_locally(&meta));
-        meta.annotations.as_mut().unwrap().insert(SAVED_ANNOTATION.into(), "{}".into());
-        assert!(held_locally(&meta));
-    }
-
-    #[test]
     fn a_crd_a_local_manager_holds_is_left_alone() {
         let service = Target::Service { namespace: "runner-system".into() };
         let mut crd = crate::manifests::crd_with_webhook();
         assert!(apply_body(&crd, &service, "PEM").is_some(), "no caBundle yet");
+        crd.metadata.annotations = Some([("other".to_string(), "x".to_string())].into());
+        assert!(apply_body(&crd, &service, "PEM").is_some(), "another annotation holds nothing");
         crd.metadata.annotations = Some([(SAVED_ANNOTATION.to_string(), "{}".to_string())].into());
         assert_eq!(apply_body(&crd, &service, "PEM"), None);
         assert_eq!(apply_body(&crd, &Target::Url("https://127.0.0.1:1/convert".into()), "PEM"), None);
