@@ -2,8 +2,9 @@
 //! (so audit logs and apiserver metrics name us), one way to scope an `Api`
 //! (typed or dynamic) to a namespace or to all of them, and the Runner reads
 //! every command shares ([`runners`]), one way to build a client with a
-//! per-request deadline ([`build`]), and the kinds a failed request falls
-//! into ([`failure`]).
+//! per-request deadline ([`build`]), the kinds a failed request falls
+//! into ([`failure`]), and the guarded writes ([`guarded`], with the
+//! put-back of a local manager's registrations, [`registrations`]).
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use kube::{Client, Resource};
 pub mod children;
 pub mod failure;
 pub mod guarded;
+pub mod registrations;
 pub mod runners;
 pub mod webhook_probe;
 

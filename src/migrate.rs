@@ -9,7 +9,7 @@
 //!      ├─► svm::run  (the apiserver serves storagemigration.k8s.io)
 //!      │   or rewrite::run: paged list at the storage version, one PUT per Runner,
 //!      │                    guarded by its resourceVersion ─► Tally (pure counts)
-//!      └─► crd::prune, guarded by the resourceVersion the Plan read ─► Summary
+//!      └─► crd::prune: the CRD as at the start? then write, guarded ─► Summary
 //! ```
 //!
 //! Why storedVersions matters: the apiserver refuses to drop a version
@@ -18,7 +18,8 @@
 //! object is stored at a version it leaves out. Pruning is only honest after
 //! every object was rewritten, and only if the CRD did not change meanwhile
 //! (a new storage version chosen during the run would make the promise
-//! false), hence the resourceVersion guard.
+//! false), hence the comparison with the start and the resourceVersion
+//! guard on the prune.
 //!
 //! Resuming after Ctrl-C is running the command again: a PUT of an object
 //! already stored at the storage version is a no-op the apiserver does not
@@ -50,11 +51,9 @@ pub use preflight::Refusal;
 /// What migrate fails with. Facts only: the CLI adds the advice.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A failed API call or a missing CRD: the shared client layer's error.
     #[error(transparent)]
-    Api(#[from] ApiError),
-
-    #[error("the Runner CRD ({}) is not installed", crate::api::CRD_NAME)]
-    CrdMissing,
+    Cluster(#[from] crate::error::Error),
 
     #[error("the Runner CRD ({}) has no version with storage: true", crate::api::CRD_NAME)]
     NoStorageVersion,
@@ -62,7 +61,7 @@ pub enum Error {
     /// The preflight found a Runner a round trip would change (boxed: it
     /// is the largest variant, and errors travel by value).
     #[error(transparent)]
-    Refused(Box<Refusal>),
+    Refused(#[from] Box<Refusal>),
 
     /// A Runner was rewritten into a conflict this many times in a row.
     #[error("Runner {namespace}/{name} changed under each of {attempts} attempts to rewrite it")]
@@ -77,9 +76,10 @@ pub enum Error {
     Forbidden(Vec<String>),
 }
 
-impl From<Box<Refusal>> for Error {
-    fn from(r: Box<Refusal>) -> Self {
-        Error::Refused(r)
+/// So `Error::api(..)` ([`crate::error::FromApi`]) builds one.
+impl From<ApiError> for Error {
+    fn from(e: ApiError) -> Self {
+        Error::Cluster(e.into())
     }
 }
 
@@ -92,7 +92,7 @@ pub struct Plan {
     pub served: Vec<String>,
     /// `status.storedVersions` at the start.
     pub stored_before: Vec<String>,
-    /// The CRD's resourceVersion at the start: the prune's guard.
+    /// The CRD's resourceVersion at the start, named when it changed.
     pub crd_resource_version: String,
 }
 
@@ -167,15 +167,12 @@ pub struct Tally {
 impl Tally {
     /// Adds one Runner's outcome.
     pub fn add(&mut self, outcome: rewrite::Outcome) {
+        use rewrite::Outcome::{Deleted, Rewritten};
+        let (Rewritten { retries } | Deleted { retries }) = outcome;
+        self.retried += retries as usize;
         match outcome {
-            rewrite::Outcome::Rewritten { retries } => {
-                self.rewritten += 1;
-                self.retried += retries as usize;
-            }
-            rewrite::Outcome::Deleted { retries } => {
-                self.skipped += 1;
-                self.retried += retries as usize;
-            }
+            Rewritten { .. } => self.rewritten += 1,
+            Deleted { .. } => self.skipped += 1,
         }
     }
 
@@ -241,7 +238,7 @@ impl Summary {
         prune: Prune,
     ) -> Self {
         let stored_versions_after = match prune {
-            Prune::Pruned | Prune::PrunedByMigration => plan.stored_after(),
+            Prune::Pruned | Prune::PrunedByMigration | Prune::NothingToDo => plan.stored_after(),
             _ => plan.stored_before.clone(),
         };
         let (_, unchecked) = plan.checkable();

@@ -63,12 +63,16 @@ pub enum Target {
 }
 
 impl Target {
+    /// A URL target's authority (`host:port`); none for the Service.
+    fn authority(&self) -> Option<&str> {
+        let Target::Url(url) = self else { return None };
+        url.strip_prefix("https://")?.split(['/', '?', '#']).next()
+    }
+
     /// The host the certificate must name besides the Service's DNS names:
     /// a URL's host (an IP or a DNS name); none for the Service.
     pub fn extra_name(&self) -> Option<String> {
-        let Target::Url(url) = self else { return None };
-        let rest = url.strip_prefix("https://")?;
-        let authority = rest.split(['/', '?', '#']).next()?;
+        let authority = self.authority()?;
         let host = match authority.strip_prefix('[') {
             Some(v6) => v6.split(']').next()?,
             None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
@@ -79,10 +83,7 @@ impl Target {
     /// A URL target's origin (scheme and authority) followed by `path`:
     /// where the same server answers another review. None for the Service.
     pub fn url_with_path(&self, path: &str) -> Option<String> {
-        let Target::Url(url) = self else { return None };
-        let rest = url.strip_prefix("https://")?;
-        let authority = rest.split(['/', '?', '#']).next()?;
-        Some(format!("https://{authority}{path}"))
+        Some(format!("https://{}{path}", self.authority()?))
     }
 }
 

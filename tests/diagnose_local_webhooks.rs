@@ -1,6 +1,6 @@
 //! diagnose after a local manager crashed, against the real control plane:
 //! the registrations are written as `run-manager --local-webhooks` leaves
-//! them (`webhook::local::point_crd` / `point_validating`, an origin on a
+//! them (`webhook::local::point`, an origin on a
 //! loopback port nothing listens on, and its Lease renewed long ago or
 //! live), then diagnose reports them first and `--fix` restores them.
 //!
@@ -141,12 +141,12 @@ async fn point(client: &Client, by: &Holder) {
     let crd = crds.get(CRD_NAME).await.unwrap();
     let target = local::target(&by.url);
     let conversion = kubectl_runner::manifests::conversion(&target, Some(CA));
-    let pointed = local::point_crd(&crd, by, conversion).unwrap();
+    let pointed = local::point(Some(&crd), by, conversion).unwrap();
     crds.replace(CRD_NAME, &PostParams::default(), &pointed).await.expect("point the CRD");
     let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let current = vwcs.get_opt(VALIDATING_CONFIG).await.unwrap();
     let desired = kubectl_runner::manifests::validating_webhook_configuration(&target, Some(CA));
-    let pointed = local::point_validating(current.as_ref(), by, desired).unwrap();
+    let pointed = local::point(current.as_ref(), by, desired).unwrap();
     match current {
         None => vwcs.create(&PostParams::default(), &pointed).await.expect("create the configuration"),
         Some(_) => vwcs.replace(VALIDATING_CONFIG, &PostParams::default(), &pointed).await.expect("point it"),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kubectl_runner::migrate::{Plan, Prune, crd, rewrite};
+use kubectl_runner::migrate::{Method, Plan, Prune, crd, rewrite};
 use migrate_support::{
     CRD_LOCK, create_old, install_old_crd, restore_current_crd, stored_api_version, stored_versions,
     upgrade_crd,
@@ -195,7 +195,7 @@ async fn a_crd_changed_during_the_run_is_not_pruned() {
     > = Api::all(ns.client.clone());
     let label = Patch::Merge(serde_json::json!({ "metadata": { "labels": { "test/touched": "yes" } } }));
     crds.patch(kubectl_runner::api::CRD_NAME, &PatchParams::default(), &label).await.unwrap();
-    let prune = crd::prune(&ns.client, &at_start, &plan).await.unwrap();
+    let prune = crd::prune(&ns.client, &at_start, &plan, &Method::Update).await.unwrap();
     assert_eq!(prune, Prune::CrdChanged { at_start: plan.crd_resource_version.clone() });
     assert_eq!(stored_versions(&ns.client).await, ["v1alpha1", "v1beta1"], "not pruned");
     let o = cli(&["migrate", "--no-storage-version-migration"]).await;

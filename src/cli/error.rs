@@ -224,8 +224,7 @@ impl From<crate::migrate::Error> for Error {
     fn from(e: crate::migrate::Error) -> Self {
         use crate::migrate::Error as M;
         match e {
-            M::Api(e) => Error::Api(e),
-            M::CrdMissing => Error::CrdMissing,
+            M::Cluster(e) => e.into(),
             M::Refused(r) => Error::MigrateRefused(r),
             M::Forbidden(missing) => Error::MigrateForbidden(missing),
             other => Error::Migrate(other),

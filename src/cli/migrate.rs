@@ -5,10 +5,9 @@
 //! whether the user may do all of it; preflight (a round trip of every
 //! Runner, nothing written); rewrite (a StorageVersionMigration where
 //! served, else one guarded update per Runner, with a progress bar); prune
-//! (guarded by the CRD's resourceVersion read at the start; after a
-//! StorageVersionMigration, which writes a condition into the CRD itself,
-//! by a comparison with the start, see `crd::prune_after_migration`); print
-//! the summary.
+//! (when the CRD is as at the start but for the conditions a migrator
+//! writes, guarded by the resourceVersion of that comparison's read, see
+//! `crd::prune`); print the summary.
 //!
 //! Ctrl-C during the rewrite stops it, prints how far it got, and leaves
 //! storedVersions alone; running the command again continues, because a
@@ -114,12 +113,9 @@ pub async fn run(g: &Globals, a: MigrateArgs) -> Result<u8> {
         }
     };
 
-    let prune = match (interrupted, &method) {
-        (true, _) => Prune::Interrupted,
-        (false, Method::Update) => crd::prune(client, &crd_at_start, &plan).await?,
-        (false, Method::StorageVersionMigration { .. }) => {
-            crd::prune_after_migration(client, &crd_at_start, &plan).await?
-        }
+    let prune = match interrupted {
+        true => Prune::Interrupted,
+        false => crd::prune(client, &crd_at_start, &plan, &method).await?,
     };
     let summary = Summary::new(&plan, method, checked, tally, started.elapsed(), prune.clone());
     render(&summary, a.output)?;

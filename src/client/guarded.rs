@@ -3,7 +3,8 @@
 //! just read, and on a 409 read again, [`ATTEMPTS`] times at most. Every
 //! registration writer (the CRD's conversion, the validating webhook
 //! configuration), the webhook's keeper, migrate's prune and
-//! `diagnose --fix` go through [`write`].
+//! `diagnose --fix` go through [`write`]; one that may not be there yet is
+//! written with [`create_or_replace`].
 //!
 //! ```text
 //!  read ─► decide ─► Done(value)                      ─► Ok(value)
@@ -12,9 +13,10 @@
 //!                                        └─► other     ─► Err(Failed::Write)
 //! ```
 
+use std::borrow::Cow;
 use std::future::Future;
 
-use crate::error::is_conflict;
+use crate::error::{FromApi, is_conflict};
 
 /// Reads before giving up when other writers keep winning: enough for a
 /// few replicas starting at once, few enough to end a real fight quickly.
@@ -39,6 +41,30 @@ pub enum Failed<E> {
     Write(kube::Error),
     /// Every one of [`ATTEMPTS`] writes met a conflict.
     KeptChanging,
+}
+
+impl<E: FromApi> Failed<E> {
+    /// As the caller's error: its own (from the read or the decision), the
+    /// write's as `op` on `kind ns/name` (`ns` empty: cluster-scoped), or,
+    /// when others kept writing first, `changed(object, why)`.
+    pub fn into_error(
+        self,
+        op: &'static str,
+        kind: impl Into<Cow<'static, str>>,
+        ns: &str,
+        name: &str,
+        changed: impl FnOnce(String, String) -> E,
+    ) -> E {
+        let kind = kind.into();
+        match self {
+            Failed::Before(e) => e,
+            Failed::Write(e) => E::api(op, kind, ns, name, e),
+            Failed::KeptChanging => changed(
+                if ns.is_empty() { format!("{kind} {name}") } else { format!("{kind} {ns}/{name}") },
+                format!("it changed under each of {ATTEMPTS} writes guarded by the resourceVersion read"),
+            ),
+        }
+    }
 }
 
 /// Reads with `read`, asks `decide`, writes with `write`; on a conflict,
@@ -69,6 +95,20 @@ where
         }
     }
     Err(Failed::KeptChanging)
+}
+
+/// The write of an object that may not be there yet: a create when it
+/// carries no resourceVersion (none was read: two creating at once, one
+/// gets a 409), else a replace guarded by it.
+pub async fn create_or_replace<K>(api: &kube::Api<K>, name: &str, object: &K) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = kube::api::PostParams::default();
+    match object.meta().resource_version {
+        Some(_) => api.replace(name, &params, object).await,
+        None => api.create(&params, object).await,
+    }
 }
 
 #[cfg(test)]

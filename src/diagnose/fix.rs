@@ -1,10 +1,11 @@
 //! `diagnose --fix`: removes our finalizer from a Runner stuck Terminating,
 //! and only when the promise it stands for is already kept (the children are
 //! gone); `diagnose::restore` puts back the registrations a local manager
-//! left behind, and shares this module's [`Error`]. The candidates come from the snapshot (pure); the removal re-reads
-//! the Runner and its children right before patching, and the patch carries the
+//! left behind, and shares this module's [`Error`]. The candidates come
+//! from the snapshot (pure); the removal re-reads the Runner and its
+//! children right before patching, and the patch carries the
 //! resourceVersion of that read, so a Runner re-created or changed in
-//! between is never touched.
+//! between is never touched (a change reads and checks again).
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -12,6 +13,7 @@ use kube::{Client, ResourceExt};
 use super::checks::finalizer;
 use super::snapshot::Snapshot;
 use crate::api::{FINALIZER, Runner};
+use crate::client::guarded::{self, Step};
 use crate::error::{ApiError, FromApi};
 
 /// Result with the fix's [`Error`].
@@ -90,36 +92,39 @@ pub fn candidates(s: &Snapshot) -> Vec<FinalizerFix> {
 }
 
 /// Re-checks that no child labelled with the Runner's UID remains, then
-/// removes exactly our finalizer.
+/// removes exactly our finalizer: a [`guarded::write`], so a Runner changed
+/// since the read (a 409) is read and checked again, never patched blind.
 pub async fn remove_finalizer(client: &Client, fix: &FinalizerFix) -> Result<()> {
     let (ns, name) = (fix.namespace.as_str(), fix.name.as_str());
     let runners: Api<Runner> = Api::namespaced(client.clone(), ns);
-    let r = runners.get(name).await.map_err(|e| Error::api("get", "Runner", ns, name, e))?;
-    if r.metadata.uid.as_deref() != Some(fix.uid.as_str()) {
-        return Err(Error::FixRecreated { namespace: ns.to_string(), name: name.to_string() });
-    }
-    if !r.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(());
-    }
-    let remaining = crate::client::children::labelled(client, ns, &fix.uid).await?;
-    if !remaining.is_empty() {
-        return Err(Error::FixChildrenRemain {
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            children: remaining,
-        });
-    }
-    // The resourceVersion makes the patch conditional: if anything changed
-    // since the read above, the apiserver answers 409 and nothing is removed.
-    let keep: Vec<&String> = r.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": r.metadata.resource_version, "finalizers": keep }
-    });
-    runners
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::api("remove the finalizer from", "Runner", ns, name, e))?;
-    Ok(())
+    let runners = &runners;
+    let recreated = || Error::FixRecreated { namespace: ns.to_string(), name: name.to_string() };
+    guarded::write(
+        || async move {
+            let r = runners.get(name).await.map_err(|e| Error::api("get", "Runner", ns, name, e))?;
+            if r.metadata.uid.as_deref() != Some(fix.uid.as_str()) {
+                return Err(recreated());
+            }
+            let ours = r.finalizers().iter().any(|f| f == FINALIZER);
+            let remaining = if ours { crate::client::children::labelled(client, ns, &fix.uid).await? } else { vec![] };
+            Ok((r, ours, remaining))
+        },
+        |(r, ours, children)| {
+            if !ours {
+                return Ok(Step::Done(()));
+            }
+            if !children.is_empty() {
+                return Err(Error::FixChildrenRemain { namespace: ns.to_string(), name: name.to_string(), children });
+            }
+            // The resourceVersion makes the patch conditional.
+            let keep: Vec<&String> = r.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+            let rv = &r.metadata.resource_version;
+            Ok(Step::Write(serde_json::json!({ "metadata": { "resourceVersion": rv, "finalizers": keep } })))
+        },
+        |patch| async move { runners.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop) },
+    )
+    .await
+    .map_err(|f| f.into_error("remove the finalizer from", "Runner", ns, name, |object, why| Error::FixChanged { object, why }))
 }
 
 #[cfg(test)]

@@ -9,22 +9,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use kube::core::conversion::ConversionReview;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::error::{Error, Result};
 use crate::client::guarded;
-use crate::error::FromApi;
-use crate::webhook::local::SAVED_ANNOTATION;
 use crate::webhook::{Target, VALIDATING_CONFIG, service_dns_names};
 
 pub mod admission;
-pub mod crd;
+pub mod ca_bundle;
 pub mod keep;
 pub mod local;
 pub mod serve;
-pub mod validating;
 
 /// Where and for whom the manager serves `/convert` and `/validate`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +38,6 @@ impl WebhookConfig {
         let mut names = service_dns_names(&self.namespace);
         names.extend(self.target.extra_name());
         names
-    }
-
-    /// How long the webhooks keep answering once the manager stops: see [`DRAIN`].
-    pub fn drain(&self) -> Duration {
-        drain_for(&self.target)
     }
 }
 
@@ -70,14 +61,13 @@ pub fn drain_for(target: &Target) -> Duration {
 
 /// The server started by [`start`]; [`Serving::drain`] stops it.
 pub struct Serving {
-    pub bound: SocketAddr,
     stop: watch::Sender<bool>,
     drain: Duration,
 }
 
 impl Serving {
     /// Called when the manager begins to stop: keeps answering for
-    /// [`WebhookConfig::drain`], then stops the server and its connections.
+    /// [`drain_for`] its target, then stops the server and its connections.
     pub async fn drain(self) {
         tokio::time::sleep(self.drain).await;
         let _ = self.stop.send(true);
@@ -106,7 +96,7 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
     }
     if !kept.validates {
         info!(
-            "no ValidatingWebhookConfiguration {VALIDATING_CONFIG}: Runner writes are not checked for host conflicts; \
+            "no validating webhook of ours in {VALIDATING_CONFIG}: Runner writes are not checked for host conflicts; \
              `kubectl runner install --with-manager` creates it"
         );
     }
@@ -114,39 +104,18 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
     let bound = serve::serve(cfg.listen, slot, routes, shutdown.clone()).await?;
     info!(%bound, target = ?cfg.target, "serving the conversion and validating webhooks");
     tokio::spawn(keeper.run(kept, shutdown));
-    Ok(Serving { bound, stop, drain: cfg.drain() })
+    Ok(Serving { stop, drain: drain_for(&cfg.target) })
 }
 
-/// Pure: a local manager (`run-manager --local-webhooks`) has pointed this
-/// registration (the CRD or the webhook configuration) at itself, saving
-/// what it held in [`SAVED_ANNOTATION`]: this manager leaves it alone until
-/// the local one puts it back, or the two would rewrite each other's
-/// caBundle every round.
 /// The manager's error for a guarded write ([`guarded::write`]) of the
-/// cluster-scoped `kind name` that failed: the caller's own error from
-/// the read or decision, the write's, or one naming the bound.
-pub fn guarded_error(
-    kind: &'static str,
+/// `K` `ns/name` (`ns` empty: cluster-scoped) that failed.
+pub fn guarded_error<K: kube::Resource<DynamicType = ()>>(
+    ns: &str,
     name: &str,
     op: &'static str,
     failed: guarded::Failed<Error>,
 ) -> Error {
-    match failed {
-        guarded::Failed::Before(e) => e,
-        guarded::Failed::Write(e) => Error::api(op, kind, "", name, e),
-        guarded::Failed::KeptChanging => {
-            Error::Webhook(format!("{kind} {name} kept changing under {} guarded writes", guarded::ATTEMPTS))
-        }
-    }
-}
-
-pub fn held_locally(meta: &kube::api::ObjectMeta) -> bool {
-    meta.annotations.as_ref().is_some_and(|a| a.contains_key(SAVED_ANNOTATION))
-}
-
-/// The conversion itself: pure, in `api::conversion`.
-fn review(review: ConversionReview) -> ConversionReview {
-    crate::api::conversion::review(review)
+    failed.into_error(op, K::kind(&()), ns, name, |object, why| Error::Webhook(format!("{object}: {why}")))
 }
 
 #[cfg(test)]
@@ -170,15 +139,5 @@ mod tests {
         let object = serde_json::to_value(&deployment.expect("the manager Deployment").object).unwrap();
         let grace = object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
         assert!(DRAIN.as_secs() + 3 <= grace, "a drain of {DRAIN:?} in a grace period of {grace} s");
-    }
-
-    #[test]
-    fn a_registration_carrying_the_saved_annotation_is_held_locally() {
-        let mut meta = kube::api::ObjectMeta::default();
-        assert!(!held_locally(&meta));
-        meta.annotations = Some([("other".to_string(), "x".to_string())].into());
-        assert!(!held_locally(&meta));
-        meta.annotations.as_mut().unwrap().insert(SAVED_ANNOTATION.into(), "{}".into());
-        assert!(held_locally(&meta));
     }
 }

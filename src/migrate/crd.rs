@@ -2,13 +2,11 @@
 //! at a chosen version (migrate reads Runners at the versions the CRD
 //! names, not at the one this binary was built with).
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionStatus,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectList, PostParams};
 
-use super::{Error, Plan, Prune, preflight};
+use super::{Error, Method, Plan, Prune, preflight};
 use crate::api::{CRD_NAME, GROUP};
 use crate::client::guarded::{self, Step};
 use crate::error::{FromApi, is_not_found};
@@ -16,12 +14,12 @@ use crate::error::{FromApi, is_not_found};
 /// Runners per LIST page: a page is what is held in memory at once.
 pub const PAGE_SIZE: u32 = 500;
 
-/// The Runner CRD, or [`Error::CrdMissing`].
+/// The Runner CRD, or the shared error's `CrdMissing`.
 pub async fn read(client: &Client) -> Result<CustomResourceDefinition, Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     match crds.get(CRD_NAME).await {
         Ok(crd) => Ok(crd),
-        Err(e) if is_not_found(&e) => Err(Error::CrdMissing),
+        Err(e) if is_not_found(&e) => Err(crate::error::Error::CrdMissing.into()),
         Err(e) => Err(Error::api("get", "CustomResourceDefinition", "", CRD_NAME, e)),
     }
 }
@@ -52,60 +50,48 @@ pub async fn page(
     Ok(list)
 }
 
-/// Sets `status.storedVersions` to the storage version alone, with the
-/// resourceVersion `plan` read at the start as the guard: when the CRD
-/// changed since (409), nothing is written and the answer says so.
-pub async fn prune(client: &Client, crd: &CustomResourceDefinition, plan: &Plan) -> Result<Prune, Error> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut pruned = crd.clone();
-    pruned.metadata.resource_version = Some(plan.crd_resource_version.clone());
-    let status = pruned.status.get_or_insert_with(CustomResourceDefinitionStatus::default);
-    status.stored_versions = Some(plan.stored_after());
-    match crds.replace_status(CRD_NAME, &PostParams::default(), &pruned).await {
-        Ok(_) => Ok(Prune::Pruned),
-        Err(kube::Error::Api(s)) if s.is_conflict() => {
-            Ok(Prune::CrdChanged { at_start: plan.crd_resource_version.clone() })
-        }
-        Err(e) => Err(Error::api("update status of", "CustomResourceDefinition", "", CRD_NAME, e)),
-    }
-}
-
-/// After a StorageVersionMigration: the migrator itself writes a
-/// `StorageMigrating` condition into the CRD's status while it runs (1.37
-/// does), so the resourceVersion read at the start has always moved. Here
-/// "the CRD changed" is anything but that bookkeeping: the CRD is read
-/// again, compared with the start ([`super::unchanged_but_conditions`]),
-/// and the prune is guarded by the resourceVersion of that read. A
-/// conflict (the migrator's last condition landing in between) reads again,
-/// a few times. A migrator that pruned storedVersions itself on success
-/// (1.37's does) leaves nothing to write: that is reported as such.
-pub async fn prune_after_migration(
+/// Sets `status.storedVersions` to the storage version alone, when the
+/// CRD is as at the start but for what the apiserver and a storage
+/// migrator write on their own ([`super::unchanged_but_conditions`]): the
+/// migrator writes a `StorageMigrating` condition while it runs (1.37's
+/// does), so the resourceVersion read at the start has moved by then. A
+/// [`guarded::write`]: the CRD is read and compared again, the prune is
+/// guarded by the resourceVersion of that read, and a conflict reads again;
+/// one that keeps changing is reported changed. storedVersions already
+/// pruned, and nothing else changed, is reported as such: by a migrator
+/// that prunes on success (1.37's does), or nothing to do after `Update`.
+pub async fn prune(
     client: &Client,
     at_start: &CustomResourceDefinition,
     plan: &Plan,
+    method: &Method,
 ) -> Result<Prune, Error> {
     let changed = Prune::CrdChanged { at_start: plan.crd_resource_version.clone() };
+    let already = match method {
+        Method::Update => Prune::NothingToDo,
+        Method::StorageVersionMigration { .. } => Prune::PrunedByMigration,
+    };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crds = &crds;
-    let pruned = guarded::write(
+    guarded::write(
         || read(client),
         |mut now| {
-            let stored_now = now.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
-            if stored_now == plan.stored_after() {
-                // The migrator pruned (1.37's does on success); the rest must
-                // still be as at the start for that to be the whole story.
-                if let Some(s) = now.status.as_mut() {
-                    s.stored_versions = Some(plan.stored_before.clone());
-                }
-                let unchanged = super::unchanged_but_conditions(at_start, &now);
-                return Ok(Step::Done(if unchanged { Prune::PrunedByMigration } else { changed.clone() }));
+            let stored = |crd: &mut CustomResourceDefinition, versions: Vec<String>| {
+                crd.status.get_or_insert_with(Default::default).stored_versions = Some(versions);
+            };
+            let stored_now = now.status.as_ref().and_then(|s| s.stored_versions.as_ref());
+            let pruned_already = stored_now == Some(&plan.stored_after());
+            if pruned_already {
+                // Compared as at the start: the prune may be the migrator's.
+                stored(&mut now, plan.stored_before.clone());
             }
             if !super::unchanged_but_conditions(at_start, &now) {
                 return Ok(Step::Done(changed.clone()));
             }
-            // Guarded by the resourceVersion of this read.
-            let status = now.status.get_or_insert_with(CustomResourceDefinitionStatus::default);
-            status.stored_versions = Some(plan.stored_after());
+            if pruned_already {
+                return Ok(Step::Done(already.clone()));
+            }
+            stored(&mut now, plan.stored_after());
             Ok(Step::Write(now))
         },
         |pruned| async move {
@@ -113,15 +99,14 @@ pub async fn prune_after_migration(
             Ok(Prune::Pruned)
         },
     )
-    .await;
-    match pruned {
-        Ok(p) => Ok(p),
-        Err(guarded::Failed::Before(e)) => Err(e),
-        Err(guarded::Failed::Write(e)) => {
+    .await
+    .or_else(|failed| match failed {
+        guarded::Failed::Before(e) => Err(e),
+        guarded::Failed::Write(e) => {
             Err(Error::api("update status of", "CustomResourceDefinition", "", CRD_NAME, e))
         }
-        Err(guarded::Failed::KeptChanging) => Ok(changed),
-    }
+        guarded::Failed::KeptChanging => Ok(changed),
+    })
 }
 
 /// The preflight's reads: every Runner at each old version the apiserver

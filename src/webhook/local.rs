@@ -17,11 +17,15 @@
 //! whether its holder is alive.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhook, ValidatingWebhookConfiguration};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
 };
+use kube::Resource;
+use kube::core::ClusterResourceScope;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Annotation on a registration a local manager points at itself.
@@ -29,8 +33,6 @@ pub const SAVED_ANNOTATION: &str = "lab.cloudlab.training/local-webhooks";
 /// The Lease (manager's namespace) naming the local manager that holds
 /// the registrations; renewed while it runs, deleted on exit.
 pub const LEASE: &str = "runner-local-webhooks";
-/// Field manager of a local manager's writes to the registrations.
-pub const FIELD_MANAGER: &str = "kubectl-runner-local-webhooks";
 
 /// The local manager pointing registrations at itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,19 +112,80 @@ pub fn target(origin: &str) -> super::Target {
     super::Target::Url(format!("{origin}{}", super::PATH))
 }
 
-/// Why a registration may not be taken: its annotation is not one this
-/// tool wrote (whether an earlier holder is alive is the local Lease's
-/// decision, made before any registration is read).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{object}'s annotation {SAVED_ANNOTATION} is not one this tool wrote: {why}")]
-pub struct Unreadable {
-    pub object: String,
-    pub why: String,
+/// A registration a local manager points at itself: what differs between
+/// the CRD and the webhook configuration. Saving what it held, pointing
+/// and putting back are written once, over this ([`point`], [`restore`]).
+pub trait Registration:
+    Resource<DynamicType = (), Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned
+{
+    /// What a local manager replaces on it, saved in the annotation.
+    type Previous: Serialize + DeserializeOwned;
+    /// What points it at a local manager.
+    type Pointing;
+    /// Its name: the project has one of each.
+    const NAME: &'static str;
+    /// `current` (None: not there yet) pointed by `pointing`, and what
+    /// that replaced.
+    fn pointed(current: Option<&Self>, pointing: Self::Pointing) -> (Self, Self::Previous);
+    /// `self` with `previous` put back; None: delete it.
+    fn put_back(self, previous: Self::Previous) -> Option<Self>;
+}
+
+/// `Kind/name`, for messages.
+pub fn object_name<K: Registration>() -> String {
+    format!("{}/{}", K::kind(&()), K::NAME)
+}
+
+/// The CRD: its conversion, and every version served while a local
+/// manager holds it (it converts between them all). The CRD is always
+/// there: the manager does not start without it.
+impl Registration for CustomResourceDefinition {
+    type Previous = CrdPrevious;
+    type Pointing = CustomResourceConversion;
+    const NAME: &'static str = crate::api::CRD_NAME;
+
+    fn pointed(crd: Option<&Self>, conversion: CustomResourceConversion) -> (Self, CrdPrevious) {
+        let mut out = crd.cloned().unwrap_or_default();
+        let served = out.spec.versions.iter().map(|v| (v.name.clone(), v.served)).collect();
+        let previous = CrdPrevious { conversion: out.spec.conversion.replace(conversion), served };
+        out.spec.versions.iter_mut().for_each(|v| v.served = true);
+        (out, previous)
+    }
+
+    /// Versions the saved state does not name (added meanwhile) keep their `served`.
+    fn put_back(mut self, previous: CrdPrevious) -> Option<Self> {
+        self.spec.conversion = previous.conversion;
+        for v in &mut self.spec.versions {
+            v.served = previous.served.get(&v.name).copied().unwrap_or(v.served);
+        }
+        Some(self)
+    }
+}
+
+/// The webhook configuration: replaced whole (`manifests` makes the one
+/// routing to the local URL), keeping the metadata of the one there.
+impl Registration for ValidatingWebhookConfiguration {
+    type Previous = ValidatingPrevious;
+    type Pointing = ValidatingWebhookConfiguration;
+    const NAME: &'static str = super::VALIDATING_CONFIG;
+
+    fn pointed(current: Option<&Self>, mut desired: Self) -> (Self, ValidatingPrevious) {
+        let webhooks = current.map(|c| c.webhooks.clone().unwrap_or_default());
+        if let Some(c) = current {
+            desired.metadata = c.metadata.clone();
+        }
+        (desired, ValidatingPrevious { webhooks })
+    }
+
+    fn put_back(mut self, previous: ValidatingPrevious) -> Option<Self> {
+        self.webhooks = Some(previous.webhooks?);
+        Some(self)
+    }
 }
 
 /// Pure: the annotation of `annotations`, if any. Err when it is there but
 /// does not parse (someone edited it: nothing is restored from it).
-pub fn saved<P: for<'de> Deserialize<'de>>(
+pub fn saved<P: DeserializeOwned>(
     annotations: Option<&BTreeMap<String, String>>,
 ) -> Result<Option<Saved<P>>, String> {
     match annotations.and_then(|a| a.get(SAVED_ANNOTATION)) {
@@ -131,116 +194,51 @@ pub fn saved<P: for<'de> Deserialize<'de>>(
     }
 }
 
-fn annotate<P: Serialize>(annotations: &mut Option<BTreeMap<String, String>>, saved: &Saved<P>) {
-    let value = serde_json::to_string(saved).expect("the saved registration serializes");
-    annotations.get_or_insert_with(Default::default).insert(SAVED_ANNOTATION.into(), value);
-}
-
-fn unannotate(annotations: &mut Option<BTreeMap<String, String>>) {
-    if let Some(a) = annotations.as_mut() {
-        a.remove(SAVED_ANNOTATION);
-    }
-    if annotations.as_ref().is_some_and(|a| a.is_empty()) {
-        *annotations = None;
-    }
-}
-
-/// Pure: `crd` converting by `conversion` (the local URL and caBundle;
-/// `manifests::conversion` makes it) with every version served, annotated
-/// with what it held before (an earlier holder's saved state is kept: the
-/// caller holds the Lease, so that holder is gone).
-pub fn point_crd(
-    crd: &CustomResourceDefinition,
-    by: &Holder,
-    conversion: CustomResourceConversion,
-) -> Result<CustomResourceDefinition, Unreadable> {
-    let object = format!("CustomResourceDefinition/{}", crd.metadata.name.as_deref().unwrap_or_default());
-    let existing =
-        saved::<CrdPrevious>(crd.metadata.annotations.as_ref()).map_err(|why| Unreadable { object, why })?;
-    let previous = match existing {
-        Some(s) => s.previous,
-        None => CrdPrevious {
-            conversion: crd.spec.conversion.clone(),
-            served: crd.spec.versions.iter().map(|v| (v.name.clone(), v.served)).collect(),
-        },
-    };
-    let mut out = crd.clone();
-    out.spec.conversion = Some(conversion);
-    out.spec.versions.iter_mut().for_each(|v| v.served = true);
-    annotate(&mut out.metadata.annotations, &Saved { by: by.clone(), previous });
-    out.metadata.managed_fields = None;
-    Ok(out)
-}
-
-/// Pure: `crd` as it was before any local manager, when it is annotated
-/// (and, given `holder`, held by it). Versions the saved state does not
-/// name (added meanwhile) keep their `served`.
-pub fn restore_crd(
-    crd: &CustomResourceDefinition,
-    holder: Option<&str>,
-) -> Result<Option<CustomResourceDefinition>, String> {
-    let Some(s) = saved::<CrdPrevious>(crd.metadata.annotations.as_ref())? else { return Ok(None) };
-    if holder.is_some_and(|h| h != s.by.holder) {
-        return Ok(None);
-    }
-    let mut out = crd.clone();
-    out.spec.conversion = s.previous.conversion;
-    for v in &mut out.spec.versions {
-        if let Some(&served) = s.previous.served.get(&v.name) {
-            v.served = served;
-        }
-    }
-    unannotate(&mut out.metadata.annotations);
-    out.metadata.managed_fields = None;
-    Ok(Some(out))
-}
-
-/// Pure: `desired` (the configuration routing to the local URL, from
-/// `manifests::validating_webhook_configuration`) in place of `current`
-/// (None: it does not exist yet), keeping `current`'s metadata, annotated
-/// likewise.
-pub fn point_validating(
-    current: Option<&ValidatingWebhookConfiguration>,
-    by: &Holder,
-    desired: ValidatingWebhookConfiguration,
-) -> Result<ValidatingWebhookConfiguration, Unreadable> {
+/// Pure: `current` pointed by `pointing`, annotated with what it held
+/// before any local manager (an earlier holder's saved state is kept: the
+/// caller holds the Lease, so that holder is gone). Err when its annotation
+/// is not one this tool wrote: it is neither taken nor restored.
+pub fn point<K: Registration>(current: Option<&K>, by: &Holder, pointing: K::Pointing) -> Result<K, String> {
     let existing = match current {
-        Some(c) => saved::<ValidatingPrevious>(c.metadata.annotations.as_ref()).map_err(|why| {
-            Unreadable { object: format!("ValidatingWebhookConfiguration/{}", super::VALIDATING_CONFIG), why }
+        Some(c) => saved::<K::Previous>(c.meta().annotations.as_ref()).map_err(|why| {
+            format!(
+                "{}'s annotation {SAVED_ANNOTATION} is not one this tool wrote: {why}",
+                object_name::<K>()
+            )
         })?,
         None => None,
     };
-    let previous = match existing {
-        Some(s) => s.previous,
-        None => ValidatingPrevious { webhooks: current.map(|c| c.webhooks.clone().unwrap_or_default()) },
-    };
-    let mut out = desired;
-    if let Some(c) = current {
-        out.metadata = c.metadata.clone();
-        out.metadata.managed_fields = None;
-    }
-    annotate(&mut out.metadata.annotations, &Saved { by: by.clone(), previous });
+    let (mut out, replaced) = K::pointed(current, pointing);
+    let previous = existing.map_or(replaced, |s| s.previous);
+    let meta = out.meta_mut();
+    meta.managed_fields = None;
+    let value =
+        serde_json::to_string(&Saved { by: by.clone(), previous }).expect("the saved state serializes");
+    meta.annotations.get_or_insert_with(Default::default).insert(SAVED_ANNOTATION.into(), value);
     Ok(out)
 }
 
-/// Pure: the webhook configuration as it was before any local manager
-/// (delete it when one created it), when annotated (and held by `holder`).
-pub fn restore_validating(
-    current: &ValidatingWebhookConfiguration,
+/// Pure: who holds `current` and how it goes back to what it was before
+/// any local manager; None when no local manager (or, given `holder`, not
+/// that one) holds it. Err (why) when the annotation does not parse.
+pub fn restore<K: Registration>(
+    current: &K,
     holder: Option<&str>,
-) -> Result<Option<Restore<ValidatingWebhookConfiguration>>, String> {
-    let Some(s) = saved::<ValidatingPrevious>(current.metadata.annotations.as_ref())? else {
-        return Ok(None);
-    };
+) -> Result<Option<(Holder, Restore<K>)>, String> {
+    let Some(s) = saved::<K::Previous>(current.meta().annotations.as_ref())? else { return Ok(None) };
     if holder.is_some_and(|h| h != s.by.holder) {
         return Ok(None);
     }
-    let Some(webhooks) = s.previous.webhooks else { return Ok(Some(Restore::Delete)) };
     let mut out = current.clone();
-    out.webhooks = Some(webhooks);
-    unannotate(&mut out.metadata.annotations);
-    out.metadata.managed_fields = None;
-    Ok(Some(Restore::Replace(out)))
+    let meta = out.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(SAVED_ANNOTATION);
+    }
+    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+        meta.annotations = None;
+    }
+    Ok(Some((s.by, out.put_back(s.previous).map_or(Restore::Delete, Restore::Replace))))
 }
 
 #[cfg(test)]
@@ -271,32 +269,33 @@ mod tests {
     #[test]
     fn a_crd_pointed_at_a_local_manager_and_restored_is_what_it_was() {
         for original in [with_rv(crd()), with_rv(crd_with_webhook())] {
-            let pointed = point_crd(&original, &by("laptop pid 1", ORIGIN), conv(ORIGIN, "CA")).unwrap();
+            let pointed = point(Some(&original), &by("laptop pid 1", ORIGIN), conv(ORIGIN, "CA")).unwrap();
             let cc =
                 pointed.spec.conversion.as_ref().unwrap().webhook.as_ref().unwrap().client_config.clone();
             assert_eq!(cc.as_ref().unwrap().url.as_deref(), Some("https://127.0.0.1:40001/convert"));
             assert!(pointed.spec.versions.iter().all(|v| v.served), "every version served while local");
             assert_eq!(pointed.metadata.resource_version.as_deref(), Some("7"), "the write is guarded");
-            let back = restore_crd(&pointed, Some("laptop pid 1")).unwrap().unwrap();
-            assert_eq!(back, original);
+            let (held, back) = restore(&pointed, Some("laptop pid 1")).unwrap().unwrap();
+            assert_eq!((held.holder.as_str(), back), ("laptop pid 1", Restore::Replace(original)));
         }
     }
 
     #[test]
     fn a_second_pointing_keeps_the_first_previous() {
         let original = crd_with_webhook();
-        let first = point_crd(&original, &by("a pid 1", ORIGIN), conv(ORIGIN, "CA1")).unwrap();
+        let first = point(Some(&original), &by("a pid 1", ORIGIN), conv(ORIGIN, "CA1")).unwrap();
         let again =
-            point_crd(&first, &by("a pid 1", "https://127.0.0.1:2"), conv("https://127.0.0.1:2", "CA2"))
+            point(Some(&first), &by("a pid 1", "https://127.0.0.1:2"), conv("https://127.0.0.1:2", "CA2"))
                 .unwrap();
         let taken =
-            point_crd(&again, &by("b pid 2", "https://127.0.0.1:3"), conv("https://127.0.0.1:3", "CA3"))
+            point(Some(&again), &by("b pid 2", "https://127.0.0.1:3"), conv("https://127.0.0.1:3", "CA3"))
                 .unwrap();
         let s = saved::<CrdPrevious>(taken.metadata.annotations.as_ref()).unwrap().unwrap();
         assert_eq!((s.by.holder.as_str(), s.by.url.as_str()), ("b pid 2", "https://127.0.0.1:3"));
         assert_eq!(s.previous.conversion, original.spec.conversion, "never the dead manager's URL");
-        assert_eq!(restore_crd(&taken, Some("a pid 1")).unwrap(), None, "only its holder restores on exit");
-        assert_eq!(restore_crd(&taken, None).unwrap().unwrap(), original, "diagnose --fix restores any");
+        assert_eq!(restore(&taken, Some("a pid 1")).unwrap(), None, "only its holder restores on exit");
+        let (_, back) = restore(&taken, None).unwrap().unwrap();
+        assert_eq!(back, Restore::Replace(original), "diagnose --fix restores any");
     }
 
     #[test]
@@ -304,17 +303,18 @@ mod tests {
         let mut edited = crd();
         edited.metadata.annotations =
             Some([(SAVED_ANNOTATION.to_string(), "{\"holder\":1}".to_string())].into());
-        assert!(point_crd(&edited, &by("a", ORIGIN), conv(ORIGIN, "CA")).is_err());
-        assert!(restore_crd(&edited, None).is_err());
-        assert_eq!(restore_crd(&crd(), None).unwrap(), None, "nothing to restore");
+        assert!(point(Some(&edited), &by("a", ORIGIN), conv(ORIGIN, "CA")).is_err());
+        assert!(restore(&edited, None).is_err());
+        assert_eq!(restore(&crd(), None).unwrap(), None, "nothing to restore");
     }
 
     #[test]
     fn a_webhook_configuration_the_local_manager_created_is_deleted_on_restore() {
-        let created = point_validating(None, &by("a", ORIGIN), vwc(ORIGIN, "CA")).unwrap();
+        let created: ValidatingWebhookConfiguration =
+            point(None, &by("a", ORIGIN), vwc(ORIGIN, "CA")).unwrap();
         let url = created.webhooks.as_ref().unwrap()[0].client_config.url.clone();
         assert_eq!(url.as_deref(), Some("https://127.0.0.1:40001/validate"));
-        assert_eq!(restore_validating(&created, Some("a")).unwrap(), Some(Restore::Delete));
+        assert_eq!(restore(&created, Some("a")).unwrap().map(|(_, r)| r), Some(Restore::Delete));
     }
 
     #[test]
@@ -325,13 +325,11 @@ mod tests {
         );
         installed.metadata.resource_version = Some("9".into());
         installed.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
-        let pointed = point_validating(Some(&installed), &by("a", ORIGIN), vwc(ORIGIN, "CA")).unwrap();
+        let pointed = point(Some(&installed), &by("a", ORIGIN), vwc(ORIGIN, "CA")).unwrap();
         assert_eq!(pointed.metadata.labels, installed.metadata.labels);
         assert_eq!(pointed.metadata.resource_version.as_deref(), Some("9"));
         assert!(pointed.webhooks.as_ref().unwrap()[0].client_config.service.is_none());
-        let Some(Restore::Replace(back)) = restore_validating(&pointed, None).unwrap() else {
-            panic!("replace")
-        };
+        let Some((_, Restore::Replace(back))) = restore(&pointed, None).unwrap() else { panic!("replace") };
         assert_eq!(back, installed);
     }
 

@@ -311,8 +311,9 @@ pub fn locally_served(renewed_secs_ago: i64) -> Snapshot {
     let mut s = healthy();
     let by = local_holder();
     let (conversion, desired) = pointed_at(&by);
-    s.crd = Some(local::point_crd(&crate::manifests::crd(), &by, conversion).unwrap());
-    let vwc = local::point_validating(None, &by, desired).unwrap();
+    s.crd = Some(local::point(Some(&crate::manifests::crd()), &by, conversion).unwrap());
+    let vwc: k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration =
+        local::point(None, &by, desired).unwrap();
     s.registrations.validating = Readable::Read(Some(vwc));
     let lease = local_lease(&by.holder, renewed_secs_ago);
     s.registrations.leases.insert(LOCAL_NS.into(), Readable::Read(Some(lease)));

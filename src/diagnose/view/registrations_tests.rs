@@ -61,8 +61,9 @@ fn only_annotated_objects_are_registrations_and_they_name_their_lease_namespaces
     assert!(of_crd(&crd).is_none());
     assert!(lease_namespaces(Some(&crd), None).is_empty());
     let (conversion, desired) = pointed_at(&by());
-    let pointed = local::point_crd(&crd, &by(), conversion).unwrap();
-    let vwc = local::point_validating(None, &by(), desired.clone()).unwrap();
+    let pointed = local::point(Some(&crd), &by(), conversion).unwrap();
+    let vwc: k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration =
+        local::point(None, &by(), desired.clone()).unwrap();
     let r = of_crd(&pointed).unwrap();
     assert_eq!(r.targets, [Target::Url("https://127.0.0.1:9443/convert".into())]);
     let held = r.saved.unwrap();
@@ -77,7 +78,7 @@ fn only_annotated_objects_are_registrations_and_they_name_their_lease_namespaces
     // A configuration that existed before: its webhooks are what comes back.
     let service = crate::webhook::Target::Service { namespace: "runner-system".into() };
     let installed = crate::manifests::validating_webhook_configuration(&service, None);
-    let taken = local::point_validating(Some(&installed), &by(), desired).unwrap();
+    let taken = local::point(Some(&installed), &by(), desired).unwrap();
     let held = of_validating(&taken).unwrap().saved.unwrap();
     assert_eq!(
         held.restores,

@@ -2,8 +2,8 @@
 //! [`certs::plan`], writes the result guarded by the resourceVersion it
 //! read (of replicas starting at once, one write wins; the others get a
 //! conflict, read the winner's certificates and keep them), serves what
-//! the Secret holds, and makes the caBundles match: the CRD's
-//! ([`super::crd`]) and the validating webhook's ([`super::validating`]).
+//! the Secret holds, and makes the caBundles match: the CRD's and the
+//! validating webhook's ([`super::ca_bundle`]).
 //! It looks again when the Secret changes (another replica renewed), at the
 //! plan's next check, and every [`RECHECK`] to repair a caBundle someone
 //! changed. Only its own Secret is read: get and watch by name, no list.
@@ -12,16 +12,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ObjectMeta, WatchEvent, WatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::ca_bundle::ensure;
 use super::serve::CertSlot;
-use super::{crd, validating};
 use crate::client::guarded::{self, Step};
-use crate::error::{FromApi, is_conflict};
+use crate::error::FromApi;
 use crate::manager::error::{Error, Result};
 use crate::webhook::certs::{self, LIFETIMES};
 use crate::webhook::{SECRET, Target, secret};
@@ -51,14 +53,21 @@ pub struct Kept {
 }
 
 impl Keeper {
-    /// Reads, renews if the plan says so (a [`guarded::write`]: of
-    /// replicas writing at once one wins, the others read the winner's
+    /// Reads, renews (or makes) if the plan says so (a [`guarded::write`]:
+    /// of replicas writing at once one wins, the others read the winner's
     /// certificates), serves, and fixes the caBundles.
     pub async fn round(&self) -> Result<Kept> {
         let mut next_check = Timestamp::now();
         let (kept, material) = guarded::write(
-            || self.read(),
+            || async {
+                let read = self.secrets.get_opt(SECRET).await;
+                read.map_err(|e| Error::api("get", "Secret", &self.namespace, SECRET, e))
+            },
             |current| {
+                // None: created with its first material (install creates it
+                // empty, so the installed manager needs no `create`).
+                let named = ObjectMeta { name: Some(SECRET.into()), ..Default::default() };
+                let current = current.unwrap_or(Secret { metadata: named, ..Default::default() });
                 let now = Timestamp::now();
                 let material = secret::material(current.data.as_ref());
                 let plan = certs::plan(now, &material, &self.names, &LIFETIMES);
@@ -75,46 +84,17 @@ impl Keeper {
                 Ok(Step::Write((renewed, next)))
             },
             |(renewed, next)| async move {
-                let written = self.secrets.replace(SECRET, &PostParams::default(), &renewed).await?;
-                Ok((written, next))
+                Ok((guarded::create_or_replace(&self.secrets, SECRET, &renewed).await?, next))
             },
         )
         .await
-        .map_err(|f| match f {
-            guarded::Failed::Before(e) => e,
-            guarded::Failed::Write(e) => self.err("update", e),
-            guarded::Failed::KeptChanging => Error::Webhook(format!(
-                "Secret {}/{SECRET} kept changing under {} writes",
-                self.namespace,
-                guarded::ATTEMPTS
-            )),
-        })?;
+        .map_err(|f| super::guarded_error::<Secret>(&self.namespace, SECRET, "update", f))?;
         self.slot.load(&material.tls_crt, &material.tls_key).map_err(Error::Webhook)?;
-        let converts = crd::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
-        let validates = validating::ensure_ca_bundle(&self.client, &self.target, &material.ca_crt).await?;
+        let (client, target, ca) = (&self.client, &self.target, &material.ca_crt);
+        let converts = ensure::<CustomResourceDefinition>(client, target, ca).await?;
+        let validates = ensure::<ValidatingWebhookConfiguration>(client, target, ca).await?;
         let resource_version = kept.metadata.resource_version.unwrap_or_default();
         Ok(Kept { resource_version, next_check, converts, validates })
-    }
-
-    /// The Secret; created empty when nothing did (install does, so the
-    /// installed manager needs no `create`; a local one may).
-    async fn read(&self) -> Result<Secret> {
-        if let Some(s) = self.secrets.get_opt(SECRET).await.map_err(|e| self.err("get", e))? {
-            return Ok(s);
-        }
-        let empty = Secret {
-            metadata: ObjectMeta { name: Some(SECRET.into()), ..Default::default() },
-            ..Default::default()
-        };
-        match self.secrets.create(&PostParams::default(), &empty).await {
-            Ok(s) => Ok(s),
-            Err(e) if is_conflict(&e) => self.secrets.get(SECRET).await.map_err(|e| self.err("get", e)),
-            Err(e) => Err(self.err("create", e)),
-        }
-    }
-
-    fn err(&self, op: &'static str, e: kube::Error) -> Error {
-        Error::api(op, "Secret", &self.namespace, SECRET, e)
     }
 
     /// Rounds until `shutdown`: after a change of the Secret, at the next

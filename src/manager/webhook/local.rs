@@ -52,7 +52,6 @@ pub struct LocalConfig {
 pub struct LocalWebhooks {
     trigger: watch::Sender<bool>,
     done: tokio::task::JoinHandle<()>,
-    pub origin: String,
 }
 
 impl LocalWebhooks {
@@ -69,29 +68,21 @@ async fn where_to_listen(client: &kube::Client, cfg: &LocalConfig) -> Result<(St
     let host = match &cfg.host {
         Some(h) => h.clone(),
         None => {
-            let apiserver = match address::advertised(client).await {
-                Some(ip) => ip,
-                None => cfg.server_host.as_deref().and_then(address::server_ip).ok_or_else(|| {
-                    Error::Webhook(
-                        "cannot tell where the apiserver runs (no `kubernetes` EndpointSlice readable, \
-                         and the kubeconfig's server is a name); give --webhook-host"
-                            .into(),
-                    )
-                })?,
-            };
+            let server = || cfg.server_host.as_deref().and_then(address::server_ip);
+            let apiserver = address::advertised(client).await.or_else(server).ok_or_else(|| {
+                Error::Webhook(
+                    "cannot tell where the apiserver runs (no `kubernetes` EndpointSlice readable, \
+                     and the kubeconfig's server is a name); give --webhook-host"
+                        .into(),
+                )
+            })?;
             let local = address::route_to(apiserver)
                 .map_err(|e| Error::Webhook(format!("no route to the apiserver at {apiserver}: {e}")))?;
             local.to_string()
         }
     };
-    let listen = match cfg.listen {
-        Some(l) => l,
-        None => {
-            let ip = host.parse::<IpAddr>().unwrap_or(Ipv4Addr::UNSPECIFIED.into());
-            SocketAddr::new(ip, 0)
-        }
-    };
-    Ok((host, listen))
+    let ip = host.parse::<IpAddr>().unwrap_or(Ipv4Addr::UNSPECIFIED.into());
+    Ok((host, cfg.listen.unwrap_or(SocketAddr::new(ip, 0))))
 }
 
 /// Everything up to the first request served; Err (with the registrations
@@ -153,7 +144,7 @@ pub async fn start(
         renew_stop,
     ));
     let done = tokio::spawn(hold(client.clone(), by, shutdown, triggered, lost, stop_server));
-    Ok(LocalWebhooks { trigger, done, origin })
+    Ok(LocalWebhooks { trigger, done })
 }
 
 /// A CA and a serving certificate for `host`, in memory only.

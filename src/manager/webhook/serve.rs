@@ -100,21 +100,17 @@ pub fn routes(started: Instant, admission: Admission, calls: Arc<Calls>) -> Rout
                         .into_response();
                 }
             };
-            let Ok(out) = serde_json::to_vec(&super::review(review)) else {
-                return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the ConversionReview\n")
-                    .into_response();
-            };
             first.call_once(|| {
                 info!(after_ms = started.elapsed().as_millis() as u64, "served the first conversion")
             });
-            ([(header::CONTENT_TYPE, "application/json")], out).into_response()
+            json(&crate::api::conversion::review(review), "ConversionReview")
         }
     };
     let validate = move |body: axum::body::Bytes| {
         let (admission, calls) = (admission.clone(), calls.clone());
         async move {
             calls.admissions.fetch_add(1, Ordering::Relaxed);
-            json(&validate(&admission, &body).await)
+            json(&validate(&admission, &body).await, "AdmissionReview")
         }
     };
     Router::new()
@@ -138,10 +134,11 @@ async fn validate(admission: &Admission, body: &[u8]) -> AdmissionReview<Dynamic
     admission.review(&request).await.into_review()
 }
 
-fn json(review: &AdmissionReview<DynamicObject>) -> axum::response::Response {
-    match serde_json::to_vec(review) {
+/// `value` as the JSON answer to a review.
+fn json(value: &impl serde::Serialize, what: &str) -> axum::response::Response {
+    match serde_json::to_vec(value) {
         Ok(out) => ([(header::CONTENT_TYPE, "application/json")], out).into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the AdmissionReview\n").into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the {what}\n")).into_response(),
     }
 }
 

@@ -17,6 +17,8 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use tokio::sync::watch;
 use tracing::warn;
 
+use super::super::guarded_error;
+use crate::client::guarded::{self, Step};
 use crate::error::FromApi;
 use crate::manager::error::{Error, Result};
 use crate::manifests::LEADER_LEASE;
@@ -24,20 +26,6 @@ use crate::webhook::local::{LEASE, LEASE_DURATION_SECONDS, LEASE_RENEW_SECONDS, 
 
 /// Upper bound on one Lease request, so a dead connection fails a renewal.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-fn spec(holder: &str, now: Timestamp) -> LeaseSpec {
-    LeaseSpec {
-        holder_identity: Some(holder.into()),
-        lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
-        acquire_time: Some(MicroTime(now)),
-        renew_time: Some(MicroTime(now)),
-        ..Default::default()
-    }
-}
-
-fn err(namespace: &str, op: &'static str, e: kube::Error) -> Error {
-    Error::api(op, "Lease", namespace, LEASE, e)
-}
 
 /// Err naming the leader when a manager other than `identity` holds the
 /// leader Lease in `namespace` and renews it (the in-cluster manager, as a
@@ -56,40 +44,39 @@ pub async fn refuse_if_led(client: &kube::Client, namespace: &str, identity: &st
 }
 
 /// Takes the Lease for `holder`: creates it, or takes it over when its
-/// holder is `holder` or no longer renews it. Err naming a live holder.
+/// holder is `holder` or no longer renews it (a [`guarded::write`]: of
+/// two taking it at once, the loser reads the winner). Err naming a live
+/// holder.
 pub async fn take(client: &kube::Client, namespace: &str, holder: &str) -> Result<()> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let now = Timestamp::now();
-    let fresh = Lease {
-        metadata: ObjectMeta { name: Some(LEASE.into()), ..Default::default() },
-        spec: Some(spec(holder, now)),
-    };
-    match api.get_opt(LEASE).await.map_err(|e| err(namespace, "get", e))? {
-        None => api.create(&PostParams::default(), &fresh).await.map(drop).map_err(|e| match e {
-            kube::Error::Api(s) if s.is_already_exists() => {
-                held_by_someone(namespace, "another local manager")
+    let api = &api;
+    guarded::write(
+        || async move { api.get_opt(LEASE).await.map_err(|e| Error::api("get", "Lease", namespace, LEASE, e)) },
+        |current| {
+            let now = Timestamp::now();
+            let spec = current.as_ref().and_then(|l| l.spec.as_ref());
+            let other = spec.and_then(|s| s.holder_identity.clone()).filter(|h| h != holder);
+            if let Some(other) = other.filter(|_| lease_live(spec, now)) {
+                return Err(Error::Webhook(format!(
+                    "the local manager {other:?} serves the webhooks (Lease {namespace}/{LEASE}); stop it \
+                     first, or wait {LEASE_DURATION_SECONDS} s if it was killed"
+                )));
             }
-            e => err(namespace, "create", e),
-        }),
-        Some(mut lease) => {
-            let current = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()).unwrap_or_default();
-            if current != holder && lease_live(lease.spec.as_ref(), now) {
-                return Err(held_by_someone(namespace, &format!("the local manager {current:?}")));
-            }
-            lease.spec = fresh.spec;
-            api.replace(LEASE, &PostParams::default(), &lease).await.map(drop).map_err(|e| match e {
-                kube::Error::Api(s) if s.is_conflict() => held_by_someone(namespace, "another local manager"),
-                e => err(namespace, "update", e),
-            })
-        }
-    }
-}
-
-fn held_by_someone(namespace: &str, who: &str) -> Error {
-    Error::Webhook(format!(
-        "{who} serves the webhooks (Lease {namespace}/{LEASE}); stop it first, \
-         or wait {LEASE_DURATION_SECONDS} s if it was killed"
-    ))
+            let name = ObjectMeta { name: Some(LEASE.into()), ..Default::default() };
+            let metadata = current.map_or(name, |l| l.metadata);
+            let spec = LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+                acquire_time: Some(MicroTime(now)),
+                renew_time: Some(MicroTime(now)),
+                ..Default::default()
+            };
+            Ok(Step::Write(Lease { metadata, spec: Some(spec) }))
+        },
+        |lease| async move { guarded::create_or_replace(api, LEASE, &lease).await.map(drop) },
+    )
+    .await
+    .map_err(|f| guarded_error::<Lease>(namespace, LEASE, "take", f))
 }
 
 /// Renews every [`LEASE_RENEW_SECONDS`] until `stop`; turns `lost` true
