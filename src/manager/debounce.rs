@@ -247,7 +247,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn progress_only_events_bring_one_pass_after_the_progress_wait() {
         let at =
-            passes_for(vec![(0, Lane::Progress), (400, Lane::Progress), (900, Lane::Progress)], 8_000).await;
+            passes_for(vec![(0, Lane::Progress), (400, Lane::Progress), (900, Lane::Progress)], 15_000).await;
         assert_eq!(at.len(), 1, "{at:?}");
         let wait = PROGRESS_WAIT.as_millis();
         assert!(at[0] >= wait - CHILD_DEBOUNCE.as_millis() && at[0] <= wait + 50, "{at:?}");
@@ -263,10 +263,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn progress_waits_until_the_status_may_show_it() {
-        let wait = |_: &ObjectRef<Runner>| Gate::Wait(Duration::from_secs(5));
-        let at = passes_gated(vec![(0, Lane::Progress), (400, Lane::Progress)], 10_000, wait).await;
+        let wait = |_: &ObjectRef<Runner>| Gate::Wait(PROGRESS_WAIT + Duration::from_secs(2));
+        let at = passes_gated(vec![(0, Lane::Progress), (400, Lane::Progress)], 20_000, wait).await;
         assert_eq!(at.len(), 1, "{at:?}");
-        assert!(at[0] >= 5_000 - CHILD_DEBOUNCE.as_millis() && at[0] <= 5_450, "{at:?}");
+        let due = PROGRESS_WAIT.as_millis() + 2_000;
+        assert!(at[0] >= due - CHILD_DEBOUNCE.as_millis() && at[0] <= due + 450, "{at:?}");
     }
 
     #[tokio::test(start_paused = true)]
