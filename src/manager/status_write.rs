@@ -13,11 +13,11 @@
 //!   after the last write, and at least as long as the generation had been
 //!   rolling out at that write (so 10 s, 20 s, 40 s, ... into a long
 //!   rollout), at most [`SPACING_MAX`]: a rollout of a minute costs three
-//!   progress writes, not twenty. [`COALESCE`] is longer than most
-//!   rollouts take: with 3 s, at 1,000 Runners and 10 changes a second on
-//!   a loaded control plane, 63% of the rollouts outlived it, and each
-//!   change cost 0.63 progress writes and 1.5 passes for progress events,
-//!   above the contract's floor of two status writes and two passes.
+//!   progress writes, not twenty. With 3 s, at 1,000 Runners and 10
+//!   changes a second on a loaded control plane, 63% of the rollouts
+//!   outlived it, and each change cost 0.63 progress writes and 1.5
+//!   passes for progress events, above the contract's floor of two status
+//!   writes and two passes; 10 s halved the progress passes (docs/design.md).
 //!
 //! A write deferred is a pass requeued for when it is due. A progress-only
 //! child event (the debounce's progress lane) asks [`Clocks::gate`]
