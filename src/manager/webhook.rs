@@ -63,12 +63,16 @@ pub fn drain_for(target: &Target) -> Duration {
 pub struct Serving {
     stop: watch::Sender<bool>,
     drain: Duration,
+    draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Serving {
     /// Called when the manager begins to stop: keeps answering for
-    /// [`drain_for`] its target, then stops the server and its connections.
+    /// [`drain_for`] its target, each answer closing its connection
+    /// ([`serve::close_when_draining`]), then stops the server and its
+    /// connections.
     pub async fn drain(self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
         tokio::time::sleep(self.drain).await;
         let _ = self.stop.send(true);
     }
@@ -100,11 +104,13 @@ pub async fn start(client: &kube::Client, cfg: &WebhookConfig) -> Result<Serving
              `kubectl runner install --with-manager` creates it"
         );
     }
+    let draining = Arc::default();
     let routes = serve::routes(started, admission::Admission::start(client.clone()), Arc::default());
+    let routes = serve::close_when_draining(routes, Arc::clone(&draining));
     let bound = serve::serve(cfg.listen, slot, routes, shutdown.clone()).await?;
     info!(%bound, target = ?cfg.target, "serving the conversion and validating webhooks");
     tokio::spawn(keeper.run(kept, shutdown));
-    Ok(Serving { stop, drain: drain_for(&cfg.target) })
+    Ok(Serving { stop, drain: drain_for(&cfg.target), draining })
 }
 
 /// The manager's error for a guarded write ([`guarded::write`]) of the

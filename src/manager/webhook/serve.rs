@@ -142,6 +142,25 @@ fn json(value: &impl serde::Serialize, what: &str) -> axum::response::Response {
     }
 }
 
+/// `routes` answering `Connection: close` once `draining` is set: the
+/// apiserver then opens a new connection for its next call (through the
+/// Service, to a replica that stays) instead of reusing one to this
+/// replica. Without it, the connections it kept alive were still there
+/// when the drain ended and the server closed them: a call written to one
+/// at that moment failed ("write: broken pipe"), and a POST is not retried
+/// (1 of 150 Runner writes refused during an upgrade's rollout).
+pub fn close_when_draining(routes: Router, draining: Arc<std::sync::atomic::AtomicBool>) -> Router {
+    routes.layer(axum::middleware::map_response(move |mut response: axum::response::Response| {
+        let draining = draining.load(Ordering::Relaxed);
+        async move {
+            if draining {
+                response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            }
+            response
+        }
+    }))
+}
+
 /// Binds `addr` (so a port in use fails startup) and serves `routes` over
 /// TLS with the certificate in `slot`, until `shutdown` turns true.
 pub async fn serve(
@@ -207,4 +226,25 @@ pub async fn serve(
 /// Resolves once `shutdown` is true (or its sender is gone).
 pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|v| *v).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use tower::Service;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_draining_server_closes_each_connection_after_its_answer() {
+        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let routes = Router::new().route("/x", post(|| async { "ok" }));
+        let mut app = close_when_draining(routes, draining.clone());
+        let request = || axum::http::Request::post("/x").body(axum::body::Body::empty()).expect("a request");
+        let open = app.call(request()).await.expect("an answer");
+        assert_eq!(open.headers().get(header::CONNECTION), None, "kept alive while serving");
+        draining.store(true, Ordering::Relaxed);
+        let closing = app.call(request()).await.expect("an answer");
+        assert_eq!(closing.status(), StatusCode::OK);
+        assert_eq!(closing.headers().get(header::CONNECTION).and_then(|v| v.to_str().ok()), Some("close"));
+    }
 }
