@@ -37,6 +37,7 @@ pub mod server;
 pub mod status;
 pub mod status_write;
 pub mod trigger;
+mod wake_rules;
 pub mod watches;
 pub mod webhook;
 pub mod work_queue;

@@ -2,6 +2,10 @@
 
 use super::*;
 use crate::api::RunnerSpec;
+use crate::kinds::packed::Packed;
+
+/// A Runner as the watches cache it.
+type CachedRunner = Packed<Runner>;
 
 fn runner(uid: &str, generation: i64, edit: impl FnOnce(&mut Runner)) -> Runner {
     let mut r = Runner::new("web", RunnerSpec::new("nginx:1"));
