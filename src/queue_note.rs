@@ -31,24 +31,23 @@ impl QueueNote {
     /// older manager's note has no `normal` (it had two priorities).
     pub fn parse(s: &str) -> Option<QueueNote> {
         let mut note = QueueNote::default();
-        let mut seen = 0;
-        let mut normal = 0;
+        let mut seen = std::collections::BTreeSet::new();
         for part in s.split_whitespace() {
             let (key, value) = part.split_once('=')?;
             let n: u64 = value.parse().ok()?;
             match key {
                 "high" => note.high = n,
-                "normal" => {
-                    note.normal = n;
-                    normal += 1;
-                }
+                "normal" => note.normal = n,
                 "low" => note.low = n,
                 "oldestWaitMs" => note.oldest_wait = Duration::from_millis(n),
                 _ => return None,
             }
-            seen += 1;
+            if !seen.insert(key) {
+                return None;
+            }
         }
-        (seen - normal == 3 && normal <= 1).then_some(note)
+        seen.remove("normal");
+        (seen.len() == 3).then_some(note)
     }
 
     /// One line for people.
@@ -82,6 +81,7 @@ mod tests {
             "",
             "high=2 low=10",
             "high=2 normal=1 normal=1 low=10 oldestWaitMs=1",
+            "high=1 high=2 oldestWaitMs=1",
             "high=2 low=x oldestWaitMs=1",
             "high=1 low=1 oldestWaitMs=1 \x1b[31m=1",
             "evil",
