@@ -145,7 +145,7 @@ def manager_rows(d, m):
             "passes": per(kv.get("passes"), changes),
             "passes_nr": per(kv["passes"] - kv.get("passes_resync", 0), changes) if "passes" in kv else None,
             "by": {k: per(v, changes) for k, v in kv.items()
-                   if k.startswith(("passes_by_", "status_writes_by_"))},
+                   if k.startswith(("passes_by_", "idle_passes_by_", "status_writes_by_"))},
             "child_p50": pct(ms, 50), "child_p99": pct(ms, 99), "child_max": max(ms) if ms else None,
             "child_missing": missing, "status_p50": pct(st, 50), "status_p99": pct(st, 99),
             "obs_p50": kv.get("observed_p50_ms"), "obs_p99": kv.get("observed_p99_ms"),
@@ -292,9 +292,18 @@ def repeated(runs, managers, flight):
     sustained_repeat.report(rows, managers, flight, throughput)
 
 
+def short(key):
+    """A breakdown key as printed: idle:, pass: or status: and its labels."""
+    for prefix, name in (("idle_passes_by_", "idle:"), ("passes_by_", "pass:"), ("status_writes_by_", "status:")):
+        if key.startswith(prefix):
+            return name + key[len(prefix):]
+    return key
+
+
 def breakdown(rows):
     """What the passes and status writes were for, per change: each
     manager's counters (ours: runner_passes_total by trigger and kind,
+    runner_idle_passes_total, the passes of those that wrote nothing,
     runner_status_writes_total by reason), medians over its runs."""
     by = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in rows:
@@ -306,7 +315,7 @@ def breakdown(rows):
         return
     print("  per change, what the passes and status writes were for (median over runs):")
     for (m, rate), figures in sorted(by.items()):
-        parts = [f"{k.replace('passes_by_', 'pass:').replace('status_writes_by_', 'status:')} "
+        parts = [f"{short(k)} "
                  f"{statistics.median(v):.2f}" for k, v in sorted(figures.items())]
         print(f"    {m} at {rate}/s: " + ", ".join(parts))
 

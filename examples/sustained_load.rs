@@ -9,9 +9,11 @@
 //! METRICS_ADDR: the manager's plain-HTTP /metrics (`127.0.0.1:PORT`);
 //! PASSES_METRIC: its counter of reconcile passes (summed over labels).
 //! Ours also says what the passes were for (`runner_passes_total` by
-//! trigger and child kind) and why the status was written
-//! (`runner_status_writes_total` by reason): printed as `passes_by_*` and
-//! `status_writes_by_*`, each counter's growth over the window.
+//! trigger and child kind), which of them wrote nothing
+//! (`runner_idle_passes_total`, the same labels) and why the status was
+//! written (`runner_status_writes_total` by reason): printed as
+//! `passes_by_*`, `idle_passes_by_*` and `status_writes_by_*`, each
+//! counter's growth over the window.
 //!
 //! Data flow: a watch on the namespace's Runners is synced first; then a
 //! ticker sends change `i` (one JSON merge patch, a task of its own so a slow
@@ -153,8 +155,11 @@ where
 
 /// The counters that say what passes and status writes were for (ours
 /// only; the twin has none): each series, by its labels.
-const BREAKDOWNS: [(&str, &str); 2] =
-    [("runner_passes_total", "passes_by"), ("runner_status_writes_total", "status_writes_by")];
+const BREAKDOWNS: [(&str, &str); 3] = [
+    ("runner_passes_total", "passes_by"),
+    ("runner_idle_passes_total", "idle_passes_by"),
+    ("runner_status_writes_total", "status_writes_by"),
+];
 
 /// What one read of /metrics gives: the pass counter (summed over its
 /// labels) and each breakdown series.

@@ -2,6 +2,8 @@
 //! (`runner_*`) and the work queue's ([`QueueMetrics`], named as
 //! controller-runtime's).
 
+use std::cell::Cell;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +61,24 @@ impl Default for Metrics {
     }
 }
 
+tokio::task_local! {
+    /// Writes made by the pass being polled ([`count_writes`]).
+    static PASS_WRITES: Cell<u32>;
+}
+
+/// Runs `pass` and counts the writes it makes ([`Metrics::write`]), so a
+/// pass that wrote nothing is counted idle by what queued it
+/// (`runner_idle_passes_total`): the passes that cost a read of the caches
+/// and bought nothing, which per-trigger totals alone do not show.
+pub async fn count_writes<F: Future>(pass: F) -> (F::Output, u32) {
+    PASS_WRITES
+        .scope(Cell::new(0), async move {
+            let out = pass.await;
+            (out, PASS_WRITES.with(Cell::get))
+        })
+        .await
+}
+
 impl Metrics {
     pub fn observe(&self, elapsed: Duration) {
         self.reconciles.inc();
@@ -77,6 +97,7 @@ impl Metrics {
 
     pub fn write(&self, op: &str) {
         self.writes.get_or_create(&WriteLabel { op: op.to_string() }).inc();
+        let _ = PASS_WRITES.try_with(|n| n.set(n.get() + 1));
     }
 
     /// The text exposition format.

@@ -52,6 +52,7 @@ pub struct QueueMetrics {
     longest: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     oldest_wait: Family<NameLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     passes: Family<TriggerLabel, Counter>,
+    idle: Family<TriggerLabel, Counter>,
     /// Whether the queue exists yet (sampled once).
     sampled: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -69,6 +70,7 @@ impl QueueMetrics {
             longest: Family::default(),
             oldest_wait: Family::default(),
             passes: Family::default(),
+            idle: Family::default(),
             sampled: Default::default(),
         };
         registry.register("workqueue_depth", "Current depth of the workqueue, by priority", m.depth.clone());
@@ -104,6 +106,11 @@ impl QueueMetrics {
             m.oldest_wait.clone(),
         );
         registry.register("runner_passes", "Reconcile passes started, by what queued them", m.passes.clone());
+        registry.register(
+            "runner_idle_passes",
+            "Reconcile passes that ended without writing anything, by what queued them",
+            m.idle.clone(),
+        );
         m
     }
 
@@ -115,6 +122,12 @@ impl QueueMetrics {
         self.queue_duration.get_or_create(&NameLabel { name: NAME }).observe(waited.as_secs_f64());
         let (trigger, kind) = trigger.labels();
         self.passes.get_or_create(&TriggerLabel { trigger, kind }).inc();
+    }
+
+    /// A pass queued by `trigger` ended well without a write.
+    pub fn idle(&self, trigger: Trigger) {
+        let (trigger, kind) = trigger.labels();
+        self.idle.get_or_create(&TriggerLabel { trigger, kind }).inc();
     }
 
     pub fn done(&self, worked: Duration, failed: bool) {

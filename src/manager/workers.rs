@@ -66,9 +66,9 @@ pub async fn run<P, F>(
                 continue;
             };
             metrics.queue.started(start.priority, start.waited, start.tag);
-            let key = start.key;
-            let running = pass(runner);
-            in_flight.push(async move { (key, running.await) });
+            let (key, trigger) = (start.key, start.tag);
+            let running = super::metrics::count_writes(pass(runner));
+            in_flight.push(async move { (key, trigger, running.await) });
         }
         metrics.queue.depth(&queue);
         if stopping && in_flight.is_empty() {
@@ -84,7 +84,10 @@ pub async fn run<P, F>(
                 }
                 None => stopping = true,
             },
-            Some((key, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
+            Some((key, trigger, (outcome, writes))) = in_flight.next(), if !in_flight.is_empty() => {
+                if outcome.is_ok() && writes == 0 {
+                    metrics.queue.idle(trigger);
+                }
                 let next = match outcome {
                     Ok(None) => Next::Done,
                     Ok(Some(after)) => Next::After(after, Trigger::Requeue),
@@ -184,5 +187,45 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), ["b", "d", "a", "c"]);
         stop_tx.send(()).unwrap();
         tokio::time::timeout(Duration::from_secs(1), runner).await.expect("stops").unwrap();
+    }
+
+    /// A pass that wrote nothing is counted idle under what queued it; one
+    /// that wrote is not, nor is one that failed.
+    #[tokio::test]
+    async fn passes_that_wrote_nothing_are_counted_idle() {
+        let store = store_of(&["wrote", "idle", "failed"]);
+        let items =
+            vec![work("wrote", Priority::High), work("idle", Priority::High), work("failed", Priority::High)];
+        let (_synced_tx, synced) = tokio::sync::watch::channel(true);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let metrics = Metrics::default();
+        let writer = metrics.clone();
+        let sources = futures::stream::iter(items).chain(futures::stream::pending()).boxed();
+        let runner = tokio::spawn(run(
+            sources,
+            store,
+            2,
+            synced,
+            async move {
+                let _ = stop_rx.await;
+            },
+            metrics.clone(),
+            move |r: Arc<CachedRunner>| {
+                let (writer, name) = (writer.clone(), kube::Resource::meta(r.as_ref()).name.clone().unwrap());
+                async move {
+                    tokio::task::yield_now().await;
+                    if name == "wrote" {
+                        writer.write("patch_status");
+                    }
+                    if name == "failed" { Err(None) } else { Ok(None) }
+                }
+            },
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop_tx.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), runner).await.expect("stops").unwrap();
+        let text = metrics.encode();
+        let idle: Vec<&str> = text.lines().filter(|l| l.starts_with("runner_idle_passes_total{")).collect();
+        assert_eq!(idle, [r#"runner_idle_passes_total{trigger="runner_change",kind=""} 1"#], "{text}");
     }
 }
