@@ -116,13 +116,11 @@ pub trait ChildKind: 'static {
     /// What the Runner's status learns from its own child of this kind.
     fn facts(_view: &Self::View, _runner: &Runner, _facts: &mut Facts) {}
 
-    /// True when a cached child that changed from `before` to `now` changed
-    /// only in progress: the status says it in its message, written spaced,
-    /// so the pass it brings may wait a few seconds (the manager's progress
-    /// lane). Anything else wakes the Runner at once; so does every change
-    /// of a kind that does not say otherwise.
-    fn progress_only(_before: &packed::Packed<Self::View>, _now: &packed::Packed<Self::View>) -> bool {
-        false
+    /// What a cached child that changed from `before` to `now` asks of its
+    /// Runner ([`Wake`]). Every change of a kind that does not say
+    /// otherwise wakes the Runner at once.
+    fn wake(_before: &packed::Packed<Self::View>, _now: &packed::Packed<Self::View>) -> Wake {
+        Wake::Now
     }
 
     /// Its state in a few words, for `describe`.
@@ -133,6 +131,20 @@ pub trait ChildKind: 'static {
     fn brief(_obj: &Self::Object) -> Option<String> {
         None
     }
+}
+
+/// What a change of a cached child asks of its Runner ([`ChildKind::wake`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A pass soon: the verdict, or a field of ours, may have changed.
+    Now,
+    /// Progress only: the status says it in its counts and message, written
+    /// spaced, so the pass may wait a few seconds (the manager's progress
+    /// lane).
+    Progress,
+    /// No pass: nothing a pass reads changed (the status reads a
+    /// Deployment's rollout, not every field of its status).
+    Nothing,
 }
 
 /// What the Runner's status reads from its children, filled by

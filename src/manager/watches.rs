@@ -32,7 +32,7 @@ use super::work_queue::Priority;
 use crate::api::{RUNNER_UID_LABEL, Runner};
 use crate::client::scoped;
 use crate::kinds::packed::{Dictionary, Packed};
-use crate::kinds::{self, ChildKind, trim};
+use crate::kinds::{self, ChildKind, Wake, trim};
 
 /// A Runner as the manager caches it: trimmed ([`trim::runner`]) and
 /// packed, about 2.0 KB typed against 1.6 KB packed; a pass unpacks the one
@@ -85,7 +85,8 @@ fn runner_of_same_name<K: kube::Resource>(child: K) -> Option<ObjectRef<Runner>>
 /// older than it ([`Recent::observe`]), not for an update that changes
 /// nothing the cache keeps (a pass reads only that), and not for the first
 /// list (the Runners' own first list brings every pass). An update that is
-/// progress only ([`ChildKind::progress_only`]) goes in the progress lane;
+/// progress only goes in the progress lane, and one that changes nothing a
+/// pass reads wakes nothing ([`ChildKind::wake`]);
 /// each event is as urgent as [`child_priority`] says.
 fn reflect_and_wake<V>(
     what: &'static str,
@@ -93,7 +94,7 @@ fn reflect_and_wake<V>(
     mut writer: Writer<Packed<V>>,
     store: Store<Packed<V>>,
     recent: Arc<Recent<Packed<V>>>,
-    progress_only: fn(&Packed<V>, &Packed<V>) -> bool,
+    wake: fn(&Packed<V>, &Packed<V>) -> Wake,
 ) -> BoxStream<'static, ChildEvent>
 where
     V: kube::Resource<DynamicType = ()>
@@ -110,13 +111,18 @@ where
                     Seen::Echo | Seen::Older => None,
                     Seen::Unknown | Seen::Newer => match store.get(&ObjectRef::from_obj(obj)) {
                         Some(b) if b.same_reads(obj) => None,
-                        Some(b) if progress_only(&b, obj) => {
-                            Some((obj.clone(), Lane::Progress, Priority::Low))
-                        }
-                        b => {
-                            let before = b.as_deref().map(kube::Resource::meta);
-                            Some((obj.clone(), Lane::Now, child_priority(before, kube::Resource::meta(obj))))
-                        }
+                        b => match b.as_deref().map_or(Wake::Now, |b| wake(b, obj)) {
+                            Wake::Nothing => None,
+                            Wake::Progress => Some((obj.clone(), Lane::Progress, Priority::Low)),
+                            Wake::Now => {
+                                let before = b.as_deref().map(kube::Resource::meta);
+                                Some((
+                                    obj.clone(),
+                                    Lane::Now,
+                                    child_priority(before, kube::Resource::meta(obj)),
+                                ))
+                            }
+                        },
                     },
                 },
                 Ok(watcher::Event::Delete(obj)) => {
@@ -176,7 +182,7 @@ impl kinds::Visitor for ChildWatches<'_> {
         let recent = Arc::new(Recent::default());
         let stream = merged_watches(self.client, self.namespaces, config, trimmed, packed, &store);
         let kind = <K::Object as k8s_openapi::Resource>::KIND;
-        let wake = reflect_and_wake(kind, stream, writer, store.clone(), recent.clone(), K::progress_only);
+        let wake = reflect_and_wake(kind, stream, writer, store.clone(), recent.clone(), K::wake);
         self.triggers.push(wake);
         self.caches.push(Box::new(Cache::<K>::new(store, recent)));
     }
