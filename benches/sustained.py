@@ -108,6 +108,28 @@ def child_latencies(patches, children):
     return ms, missing
 
 
+def rollout_times(patches, statuses, a, b):
+    """Per change: the PATCH to the manager's last status write for that
+    Runner before its next change and within the window (s): about when
+    the manager saw the rollout done. The progress a status shows is
+    written spaced (10 s at least), so a rollout that outlives the spacing
+    costs a status write more, whatever the manager's code: this says how
+    long the control plane took."""
+    by_name = collections.defaultdict(list)
+    for name, recv, t in patches:
+        by_name[name].append(t)
+    out = []
+    for name, times in by_name.items():
+        w = [x[1] for x in statuses.get(name, []) if a <= x[1] <= b]
+        times.sort()
+        for i, t in enumerate(times):
+            end = times[i + 1] if i + 1 < len(times) else b
+            after = [x for x in w if t <= x <= end]
+            if after:
+                out.append(after[-1] - t)
+    return sorted(out)
+
+
 def in_window(events, a, b):
     """The events (sorted, time first) with a <= time <= b."""
     times = [e[0] for e in events]
@@ -136,6 +158,7 @@ def manager_rows(d, m):
         st, _ = child_latencies(patches.get(f"rate-{r}", []), statuses)
         a, b = kv.get("window_start", 0), kv.get("window_end", 0)
         win_w, win_r = in_window(writes, a, b), in_window(reads, a, b)
+        done = rollout_times(patches.get(f"rate-{r}", []), statuses, a, b)
         mix.update(("write", w[2], w[1]) for w in win_w)
         mix.update(("read", x[1], 0) for x in win_r)
         changes = kv.get("changes") or 0
@@ -152,6 +175,8 @@ def manager_rows(d, m):
             "obs_missing": kv.get("observed_missing"),
             "failed": sum(1 for w in win_w if w[1]),
             "cpu": kv.get("cpu_cores"), "rss": kv.get("rss_mib"), "rss_peak": kv.get("rss_peak_mib"),
+            "rollout_p50": pct(done, 50), "rollout_p90": pct(done, 90),
+            "outlived": sum(1 for x in done if x > 10) / len(done) if done else None,
             "drain": kv.get("drain_s"), "quiet": kv.get("quiet", 1), "unrolled": kv.get("rollouts_pending"),
         })
     return rows, mix
@@ -267,6 +292,7 @@ def main():
     table(rows, flight)
     mix_lines(mixes)
     breakdown(rows)
+    rollout_lines(rows)
     ratios(rows, flight)
 
 
@@ -289,7 +315,25 @@ def repeated(runs, managers, flight):
     table(rows, flight, labels)
     mix_lines(mixes, "all rates, all runs")
     breakdown(rows)
+    rollout_lines(rows)
     sustained_repeat.report(rows, managers, flight, throughput)
+
+
+def rollout_lines(rows):
+    """How long the rollouts took (rollout_times), medians over runs."""
+    by = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in rows:
+        for k in ("rollout_p50", "rollout_p90", "outlived"):
+            if r.get(k) is not None:
+                by[(r.get("of", r["manager"]), r["rate"])][k].append(r[k])
+    if not by:
+        return
+    print("  rollouts, change -> the manager's last status write for it (about when it saw the rollout done;"
+          " median over runs):")
+    for (m, rate), f in sorted(by.items()):
+        med = {k: statistics.median(v) for k, v in f.items()}
+        print(f"    {m} at {rate}/s: p50 {med.get('rollout_p50', 0):.1f} s, p90 {med.get('rollout_p90', 0):.1f} s,"
+              f" outlived 10 s: {100 * med.get('outlived', 0):.0f}%")
 
 
 def short(key):
