@@ -285,21 +285,17 @@ mod tests {
         };
         let old = at(1, "NewReplicaSetAvailable", "ReplicaSet \"web-1\" has successfully progressed.");
         let created = at(1, "NewReplicaSetCreated", "Created new replica set \"web-2\"");
-        assert_eq!(
-            Deployments::wake(&old, &created),
-            Wake::Nothing,
-            "not caught up: the message is not read"
-        );
         let seen = at(2, "NewReplicaSetCreated", "Created new replica set \"web-2\"");
-        assert_ne!(Deployments::wake(&created, &seen), Wake::Nothing, "caught up");
         let progressing = at(2, "ReplicaSetUpdated", "ReplicaSet \"web-2\" is progressing.");
-        assert_eq!(
-            Deployments::wake(&seen, &progressing),
-            Wake::Nothing,
-            "the same ReplicaSet, another word"
-        );
         let other = at(2, "ReplicaSetUpdated", "ReplicaSet \"web-3\" is progressing.");
-        assert_ne!(Deployments::wake(&progressing, &other), Wake::Nothing, "another current ReplicaSet");
+        for (before, now, nothing, why) in [
+            (&old, &created, true, "not caught up: the message is not read"),
+            (&created, &seen, false, "caught up"),
+            (&seen, &progressing, true, "the same ReplicaSet, another word"),
+            (&progressing, &other, false, "another current ReplicaSet"),
+        ] {
+            assert_eq!(Deployments::wake(before, now) == Wake::Nothing, nothing, "{why}");
+        }
     }
 
     #[test]

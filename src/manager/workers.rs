@@ -139,6 +139,27 @@ mod tests {
         store
     }
 
+    /// [`run`] over `items` (then nothing more) in a task of its own, until
+    /// the sender is used.
+    fn spawn_run<F>(
+        items: Vec<Work>,
+        store: Store<CachedRunner>,
+        concurrency: usize,
+        synced: tokio::sync::watch::Receiver<bool>,
+        metrics: Metrics,
+        pass: impl Fn(Arc<CachedRunner>) -> F + Send + 'static,
+    ) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let sources = futures::stream::iter(items).chain(futures::stream::pending()).boxed();
+        let stop = async move {
+            let _ = stop_rx.await;
+        };
+        (stop_tx, tokio::spawn(run(sources, store, concurrency, synced, stop, metrics, pass)))
+    }
+
     fn work(name: &str, priority: Priority) -> Work {
         Work { key: ObjectRef::new(name).within("ns"), priority, trigger: Trigger::RunnerChange }
     }
@@ -158,26 +179,14 @@ mod tests {
         ];
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let order = Arc::new(Mutex::new(Vec::new()));
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let seen = order.clone();
-        let sources = futures::stream::iter(items).chain(futures::stream::pending()).boxed();
-        let runner = tokio::spawn(run(
-            sources,
-            store,
-            1,
-            synced,
+        let (stop_tx, runner) = spawn_run(items, store, 1, synced, Metrics::default(), move |r| {
+            let seen = seen.clone();
             async move {
-                let _ = stop_rx.await;
-            },
-            Metrics::default(),
-            move |r: Arc<CachedRunner>| {
-                let seen = seen.clone();
-                async move {
-                    seen.lock().unwrap().push(kube::Resource::meta(r.as_ref()).name.clone().unwrap());
-                    Ok(None)
-                }
-            },
-        ));
+                seen.lock().unwrap().push(kube::Resource::meta(r.as_ref()).name.clone().unwrap());
+                Ok(None)
+            }
+        });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(order.lock().unwrap().is_empty(), "nothing before the caches synced");
         synced_tx.send(true).unwrap();
@@ -197,30 +206,18 @@ mod tests {
         let items =
             vec![work("wrote", Priority::High), work("idle", Priority::High), work("failed", Priority::High)];
         let (_synced_tx, synced) = tokio::sync::watch::channel(true);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let metrics = Metrics::default();
         let writer = metrics.clone();
-        let sources = futures::stream::iter(items).chain(futures::stream::pending()).boxed();
-        let runner = tokio::spawn(run(
-            sources,
-            store,
-            2,
-            synced,
+        let (stop_tx, runner) = spawn_run(items, store, 2, synced, metrics.clone(), move |r| {
+            let (writer, name) = (writer.clone(), kube::Resource::meta(r.as_ref()).name.clone().unwrap());
             async move {
-                let _ = stop_rx.await;
-            },
-            metrics.clone(),
-            move |r: Arc<CachedRunner>| {
-                let (writer, name) = (writer.clone(), kube::Resource::meta(r.as_ref()).name.clone().unwrap());
-                async move {
-                    tokio::task::yield_now().await;
-                    if name == "wrote" {
-                        writer.write("patch_status");
-                    }
-                    if name == "failed" { Err(None) } else { Ok(None) }
+                tokio::task::yield_now().await;
+                if name == "wrote" {
+                    writer.write("patch_status");
                 }
-            },
-        ));
+                if name == "failed" { Err(None) } else { Ok(None) }
+            }
+        });
         tokio::time::sleep(Duration::from_millis(50)).await;
         stop_tx.send(()).unwrap();
         tokio::time::timeout(Duration::from_secs(1), runner).await.expect("stops").unwrap();
